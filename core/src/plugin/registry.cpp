@@ -1,0 +1,168 @@
+// PluginRegistry: entries by kind/name, creation with library lifetime.
+#include "ftcore/registry.h"
+
+#include "ftcore/plugin_loader.h"
+#include "ftcore/sdk/adapter.h"
+#include "ftcore/sdk/logger.h"
+#include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/quantizer.h"
+#include "ftcore/sdk/sampler.h"
+#include "ftcore/sdk/scheduler.h"
+
+namespace ftcore {
+
+std::string RegistryEntry::key() const { return std::string(sdk::component_kind_name(kind)) + "/" + name; }
+
+std::filesystem::path RegistryEntry::library_path() const { return library ? library->path() : std::filesystem::path(); }
+
+std::string RegistryEntry::library_version() const { return library ? library->info().version : "builtin"; }
+
+namespace {
+
+std::string describe_origin(const LibraryHandle& library) {
+  return library ? library->path().string() : std::string("(built into ftcore)");
+}
+
+// Wraps a freshly created object so its deleter keeps the plugin library
+// loaded until the object's destructor (plugin code) has run.
+template <typename T>
+std::shared_ptr<T> hold_library(std::unique_ptr<T> object, const RegistryEntry& entry) {
+  if (!object) throw std::runtime_error(entry.key() + ": the plugin's factory returned nothing");
+  LibraryHandle library = entry.library;
+  return std::shared_ptr<T>(object.release(), [library](T* p) { delete p; });
+}
+
+template <typename Factory>
+const Factory& factory_of(const RegistryEntry& entry, sdk::ComponentKind kind) {
+  if (entry.kind != kind)
+    throw std::logic_error(entry.key() + " is not a " + sdk::component_kind_name(kind));
+  return std::get<Factory>(entry.factory);
+}
+
+template <typename F>
+auto call_factory(const RegistryEntry& entry, F&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(entry.key() + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+template <typename Factory>
+void PluginRegistry::add(sdk::ComponentKind kind, sdk::ComponentInfo info, Factory factory) {
+  RegistryEntry entry;
+  entry.library = current_library_;
+  entry.kind = kind;
+  entry.name = std::move(info.name);
+  entry.summary = std::move(info.summary);
+  entry.params = std::make_shared<const sdk::ParamSpec>(std::move(info.params));
+  entry.factory = std::move(factory);
+  const std::string key = entry.key();
+  auto existing = entries_.find(key);
+  if (existing != entries_.end()) {
+    throw RegistryError(key + " is claimed by both " + describe_origin(existing->second.library) + " and " +
+                        describe_origin(entry.library));
+  }
+  bool valid_name = !entry.name.empty();
+  for (char c : entry.name) valid_name &= (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  if (!valid_name)
+    throw RegistryError(describe_origin(entry.library) + " registers an invalid component name '" + entry.name +
+                        "' (use [a-z0-9_]+)");
+  pending_keys_.push_back(key);
+  entries_.emplace(key, std::move(entry));
+}
+
+void PluginRegistry::add_optimizer(sdk::ComponentInfo info, sdk::OptimizerFactory f) {
+  add(sdk::ComponentKind::Optimizer, std::move(info), std::move(f));
+}
+void PluginRegistry::add_scheduler(sdk::ComponentInfo info, sdk::SchedulerFactory f) {
+  add(sdk::ComponentKind::Scheduler, std::move(info), std::move(f));
+}
+void PluginRegistry::add_adapter(sdk::ComponentInfo info, sdk::AdapterFactory f) {
+  add(sdk::ComponentKind::Adapter, std::move(info), std::move(f));
+}
+void PluginRegistry::add_quantizer(sdk::ComponentInfo info, sdk::QuantizerFactory f) {
+  add(sdk::ComponentKind::Quantizer, std::move(info), std::move(f));
+}
+void PluginRegistry::add_sampler(sdk::ComponentInfo info, sdk::SamplerFactory f) {
+  add(sdk::ComponentKind::Sampler, std::move(info), std::move(f));
+}
+void PluginRegistry::add_logger(sdk::ComponentInfo info, sdk::LoggerFactory f) {
+  add(sdk::ComponentKind::Logger, std::move(info), std::move(f));
+}
+
+void PluginRegistry::register_library(const LibraryHandle& library, void (*register_fn)(sdk::Registry&)) {
+  current_library_ = library;
+  pending_keys_.clear();
+  try {
+    register_fn(*this);
+  } catch (...) {
+    for (const auto& key : pending_keys_) entries_.erase(key);
+    current_library_.reset();
+    pending_keys_.clear();
+    throw;
+  }
+  current_library_.reset();
+  pending_keys_.clear();
+}
+
+const RegistryEntry* PluginRegistry::find(sdk::ComponentKind kind, const std::string& name) const {
+  auto it = entries_.find(std::string(sdk::component_kind_name(kind)) + "/" + name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+std::vector<const RegistryEntry*> PluginRegistry::entries() const {
+  std::vector<const RegistryEntry*> out;
+  for (const auto& [key, entry] : entries_) out.push_back(&entry);
+  return out;
+}
+
+std::vector<const RegistryEntry*> PluginRegistry::entries(sdk::ComponentKind kind) const {
+  std::vector<const RegistryEntry*> out;
+  for (const auto& [key, entry] : entries_)
+    if (entry.kind == kind) out.push_back(&entry);
+  return out;
+}
+
+std::vector<std::string> PluginRegistry::names(sdk::ComponentKind kind) const {
+  std::vector<std::string> out;
+  for (const auto* e : entries(kind)) out.push_back(e->name);
+  return out;
+}
+
+std::shared_ptr<sdk::Optimizer> PluginRegistry::create_optimizer(const RegistryEntry& entry,
+                                                                 std::vector<sdk::ParamGroupSpec> groups,
+                                                                 const sdk::Options& options) const {
+  const auto& f = factory_of<sdk::OptimizerFactory>(entry, sdk::ComponentKind::Optimizer);
+  return call_factory(entry, [&] { return hold_library(f(std::move(groups), options), entry); });
+}
+std::shared_ptr<sdk::Scheduler> PluginRegistry::create_scheduler(const RegistryEntry& entry,
+                                                                 const sdk::Options& options,
+                                                                 const sdk::SchedulerContext& context) const {
+  const auto& f = factory_of<sdk::SchedulerFactory>(entry, sdk::ComponentKind::Scheduler);
+  return call_factory(entry, [&] { return hold_library(f(options, context), entry); });
+}
+std::shared_ptr<sdk::Adapter> PluginRegistry::create_adapter(const RegistryEntry& entry,
+                                                             const sdk::Options& options) const {
+  const auto& f = factory_of<sdk::AdapterFactory>(entry, sdk::ComponentKind::Adapter);
+  return call_factory(entry, [&] { return hold_library(f(options), entry); });
+}
+std::shared_ptr<sdk::Quantizer> PluginRegistry::create_quantizer(const RegistryEntry& entry,
+                                                                 const sdk::Options& options) const {
+  const auto& f = factory_of<sdk::QuantizerFactory>(entry, sdk::ComponentKind::Quantizer);
+  return call_factory(entry, [&] { return hold_library(f(options), entry); });
+}
+std::shared_ptr<sdk::Sampler> PluginRegistry::create_sampler(const RegistryEntry& entry,
+                                                             const sdk::Options& options) const {
+  const auto& f = factory_of<sdk::SamplerFactory>(entry, sdk::ComponentKind::Sampler);
+  return call_factory(entry, [&] { return hold_library(f(options), entry); });
+}
+std::shared_ptr<sdk::Logger> PluginRegistry::create_logger(const RegistryEntry& entry,
+                                                           const sdk::Options& options) const {
+  const auto& f = factory_of<sdk::LoggerFactory>(entry, sdk::ComponentKind::Logger);
+  return call_factory(entry, [&] { return hold_library(f(options), entry); });
+}
+
+}  // namespace ftcore

@@ -1,0 +1,96 @@
+// The core's own recipe sections, declared as ParamSpecs like any plugin's,
+// so validation, `ftcore plugins describe` and docs/recipes.md treat them alike.
+// Later parts of the core (model, data, trainer) read these options.
+#include "ftcore/recipe.h"
+
+namespace ftcore {
+
+namespace {
+
+sdk::ParamSpec model_spec() {
+  sdk::ParamSpec s;
+  s.add_string("path", std::nullopt).make_required().with_doc("HF model folder or a .gguf file.");
+  s.add_enum("dtype", {"auto", "bf16", "fp16", "fp32"}, "auto")
+      .with_doc("Weights dtype; auto keeps the checkpoint's torch_dtype.");
+  s.add_string("tokenizer_path", std::nullopt).with_doc("Tokenizer folder when not the model folder.");
+  s.add_string("chat_template", std::nullopt).with_doc("Chat template name (chatml, llama-2, llama-3) or text.");
+  s.add_enum("device", {"auto", "cpu", "cuda"}, "auto").with_doc("Where to train; auto picks CUDA when present.");
+  return s;
+}
+
+sdk::ParamSpec data_spec() {
+  sdk::ParamSpec s;
+  s.add_string("path", std::nullopt).make_required().with_doc("JSONL or JSON dataset file.");
+  s.add_enum("format", {"alpaca", "completion", "chat", "template"}, "alpaca").with_doc("Row format.");
+  s.add_string("field", "text").with_doc("Text field of the completion format.");
+  s.add_string("template", std::nullopt).with_doc("Prompt template with {instruction} and {input} (format = template).");
+  s.add_bool("train_on_inputs", false).with_doc("Also train on prompt tokens (false masks them out of the loss).");
+  s.add_int("sequence_len", 2048).at_least(1).with_doc("Tokens per example; longer ones are truncated.");
+  s.add_bool("pad_to_sequence_len", false).with_doc("Pad every batch to sequence_len.");
+  s.add_enum("padding_side", {"right", "left"}, "right").with_doc("Side padding goes on.");
+  s.add_bool("sample_packing", false).with_doc("Pack several examples per row (use a packing sampler).");
+  s.add_float("val_set_size", 0.0).with_range(0.0, 1.0).with_doc("Fraction held out for evaluation.");
+  s.add_string("dataset_prepared_path", std::nullopt).with_doc("Folder of the tokenized cache.");
+  s.add_bool("skip_bad_rows", false).with_doc("Skip (and count) malformed rows instead of failing.");
+  return s;
+}
+
+sdk::ParamSpec train_spec() {
+  sdk::ParamSpec s;
+  s.add_string("output_dir", "runs").with_doc("Parent folder of run folders.");
+  s.add_string("run_name", std::nullopt).with_doc("Run folder name; defaults to the recipe's file stem.");
+  s.add_int("micro_batch_size", 1).at_least(1).with_doc("Examples per forward pass.");
+  s.add_int("gradient_accumulation_steps", 1).at_least(1).with_doc("Micro-batches per optimizer step.");
+  s.add_int("eval_batch_size", std::nullopt).at_least(1).with_doc("Examples per eval forward; micro_batch_size if unset.");
+  s.add_float("num_epochs", 1.0).above(0.0).with_doc("Epochs over the training set.");
+  s.add_int("max_steps", std::nullopt).at_least(1).with_doc("Optimizer steps; wins over num_epochs.");
+  s.add_float("max_grad_norm", 1.0).at_least(0.0).with_doc("Clip the global grad norm to this (0 disables).");
+  s.add_enum("precision", {"auto", "bf16", "fp16", "fp32"}, "auto")
+      .with_doc("Compute precision; auto picks bf16 where supported.");
+  s.add_bool("gradient_checkpointing", false).with_doc("Recompute activations per layer in backward.");
+  s.add_int("seed", 42).at_least(0).with_doc("Seed for init, dropout, shuffling.");
+  s.add_int("logging_steps", 10).at_least(1).with_doc("Log every N optimizer steps.");
+  s.add_int("eval_steps", std::nullopt).at_least(1).with_doc("Evaluate every N steps.");
+  s.add_int("evals_per_epoch", std::nullopt).at_least(1).with_doc("Evaluations per epoch.");
+  s.add_int("save_steps", std::nullopt).at_least(1).with_doc("Checkpoint every N steps.");
+  s.add_int("saves_per_epoch", std::nullopt).at_least(1).with_doc("Checkpoints per epoch.");
+  s.add_int("save_total_limit", std::nullopt).at_least(1).with_doc("Keep at most this many checkpoints.");
+  s.add_string("metric_for_best", std::nullopt).with_doc("Eval metric that decides which checkpoints to keep.");
+  s.add_string("resume_from_checkpoint", std::nullopt).with_doc("\"auto\" or a checkpoint folder.");
+  s.add_int("early_stopping_patience", std::nullopt).at_least(1).with_doc("Evals without improvement before stopping.");
+  s.add_float("neftune_noise_alpha", std::nullopt).above(0.0).with_doc("NEFTune embedding noise.");
+  s.add_float("loss_watchdog_threshold", std::nullopt).above(0.0).with_doc("Stop when loss stays above this.");
+  s.add_int("loss_watchdog_patience", 3).at_least(1).with_doc("Steps above the watchdog threshold before stopping.");
+  s.add_enum("state_conversion", {"convert", "reset"}, "convert")
+      .with_doc("Resuming with another optimizer: convert its state (8-bit <-> 32-bit) or start fresh.");
+  s.exclusive({"eval_steps", "evals_per_epoch"});
+  s.exclusive({"save_steps", "saves_per_epoch"});
+  return s;
+}
+
+sdk::ParamSpec plugins_spec() {
+  sdk::ParamSpec s;
+  s.add_string_list("paths", {}).with_doc("Extra plugin folders, searched first (relative to the recipe).");
+  return s;
+}
+
+}  // namespace
+
+const std::vector<std::string>& core_section_names() {
+  static const std::vector<std::string> names = {"model", "data", "train", "plugins"};
+  return names;
+}
+
+std::shared_ptr<const sdk::ParamSpec> core_section_spec(const std::string& section) {
+  static const auto model = std::make_shared<const sdk::ParamSpec>(model_spec());
+  static const auto data = std::make_shared<const sdk::ParamSpec>(data_spec());
+  static const auto train = std::make_shared<const sdk::ParamSpec>(train_spec());
+  static const auto plugins = std::make_shared<const sdk::ParamSpec>(plugins_spec());
+  if (section == "model") return model;
+  if (section == "data") return data;
+  if (section == "train") return train;
+  if (section == "plugins") return plugins;
+  throw std::invalid_argument("not a core recipe section: " + section);
+}
+
+}  // namespace ftcore

@@ -1,0 +1,216 @@
+// Whole-recipe validation: sections, plugin names, each table against its
+// ParamSpec; every problem is collected before a single ConfigError.
+#include <sstream>
+
+#include "ftcore/recipe.h"
+#include "ftcore/plugin_loader.h"
+
+namespace fs = std::filesystem;
+
+namespace ftcore {
+
+namespace {
+
+struct ComponentSection {
+  const char* section;
+  sdk::ComponentKind kind;
+  const char* default_name;  // used when the section is absent; nullptr: optional
+};
+
+const std::vector<ComponentSection>& component_sections() {
+  static const std::vector<ComponentSection> sections = {
+      {"adapter", sdk::ComponentKind::Adapter, nullptr},
+      {"quantizer", sdk::ComponentKind::Quantizer, nullptr},
+      {"optimizer", sdk::ComponentKind::Optimizer, "adamw"},
+      {"scheduler", sdk::ComponentKind::Scheduler, "constant"},
+      {"sampler", sdk::ComponentKind::Sampler, nullptr},
+      {"logger", sdk::ComponentKind::Logger, "console"},
+  };
+  return sections;
+}
+
+std::vector<std::string> all_section_names() {
+  std::vector<std::string> names = core_section_names();
+  for (const auto& s : component_sections()) names.emplace_back(s.section);
+  return names;
+}
+
+class RecipeValidator {
+ public:
+  RecipeValidator(const fs::path& path, const PluginRegistry& registry) : path_(path), registry_(registry) {}
+
+  sdk::Options core_section(const toml::table& root, const std::string& name) {
+    auto spec = core_section_spec(name);
+    const toml::node* node = root.get(name);
+    if (!node) {
+      // Absent section: its required keys are still required.
+      toml::table empty;
+      std::vector<Diagnostic> missing;
+      validate_table(empty, *spec, "[" + name + "]", {}, missing);
+      for (auto& d : missing) diagnostics_.push_back({{path_.string(), 0, 0}, "the recipe has no [" + name + "] section; " + d.message});
+      return sdk::Options(spec, {});
+    }
+    const toml::table* table = node->as_table();
+    if (!table) {
+      diagnostics_.push_back({source_of(*node), name + " must be a table: write [" + name + "]"});
+      return sdk::Options(spec, {});
+    }
+    return sdk::Options(spec, validate_table(*table, *spec, "[" + name + "]", {}, diagnostics_));
+  }
+
+  std::optional<ComponentConfig> component(const toml::table& table, const ComponentSection& s,
+                                           const std::string& label) {
+    const toml::node* name_node = table.get("name");
+    if (!name_node) {
+      diagnostics_.push_back({source_of(table), label + " needs name = \"...\" choosing the " + s.section +
+                                                    " (known: " + known(s.kind) + ")"});
+      return std::nullopt;
+    }
+    auto name = name_node->value_exact<std::string>();
+    if (!name) {
+      diagnostics_.push_back({source_of(*name_node), "name in " + label + " must be a string"});
+      return std::nullopt;
+    }
+    const RegistryEntry* entry = registry_.find(s.kind, *name);
+    if (!entry) {
+      std::string hint = closest_match(*name, registry_.names(s.kind));
+      diagnostics_.push_back({source_of(*name_node), "unknown " + std::string(s.section) + " \"" + *name +
+                                                         "\" in " + label + " (known: " + known(s.kind) + ")" +
+                                                         (hint.empty() ? "" : "; did you mean \"" + hint + "\"?")});
+      return std::nullopt;
+    }
+    ComponentConfig config;
+    config.section = s.section;
+    config.entry = entry;
+    config.where = source_of(table);
+    config.options = sdk::Options(
+        entry->params, validate_table(table, *entry->params, label + " (" + *name + ")", {"name"}, diagnostics_));
+    return config;
+  }
+
+  std::optional<ComponentConfig> default_component(const ComponentSection& s) {
+    const RegistryEntry* entry = registry_.find(s.kind, s.default_name);
+    if (!entry) {
+      diagnostics_.push_back({{path_.string(), 0, 0}, "no [" + std::string(s.section) + "] section and the default " +
+                                                          s.section + " '" + s.default_name +
+                                                          "' is not on the plugin path (known: " + known(s.kind) + ")"});
+      return std::nullopt;
+    }
+    ComponentConfig config;
+    config.section = s.section;
+    config.entry = entry;
+    config.where = {path_.string(), 0, 0};
+    config.options = sdk::Options(entry->params, {});
+    return config;
+  }
+
+  void unknown_sections(const toml::table& root) {
+    const auto names = all_section_names();
+    for (const auto& [key, node] : root) {
+      const std::string k(key.str());
+      if (std::find(names.begin(), names.end(), k) != names.end()) continue;
+      std::string hint = closest_match(k, names);
+      diagnostics_.push_back({source_of(key, node), "unknown section [" + k + "]" +
+                                                        (hint.empty() ? "" : "; did you mean [" + hint + "]?") +
+                                                        " (sections: " + join(names) + ")"});
+    }
+  }
+
+  std::string known(sdk::ComponentKind kind) const {
+    auto names = registry_.names(kind);
+    return names.empty() ? "none on the plugin path" : join(names);
+  }
+
+  std::vector<Diagnostic>& diagnostics() { return diagnostics_; }
+
+ private:
+  fs::path path_;
+  const PluginRegistry& registry_;
+  std::vector<Diagnostic> diagnostics_;
+};
+
+}  // namespace
+
+Recipe validate_recipe(const toml::table& root, const fs::path& path, const PluginRegistry& registry) {
+  RecipeValidator v(path, registry);
+  Recipe recipe;
+  recipe.path = path;
+  v.unknown_sections(root);
+  recipe.model = v.core_section(root, "model");
+  recipe.data = v.core_section(root, "data");
+  recipe.train = v.core_section(root, "train");
+  v.core_section(root, "plugins");
+
+  for (const auto& s : component_sections()) {
+    const toml::node* node = root.get(s.section);
+    std::vector<ComponentConfig> found;
+    if (!node) {
+      if (s.default_name)
+        if (auto c = v.default_component(s)) found.push_back(std::move(*c));
+    } else if (const toml::table* table = node->as_table()) {
+      if (auto c = v.component(*table, s, "[" + std::string(s.section) + "]")) found.push_back(std::move(*c));
+    } else if (const toml::array* array = node->as_array(); array && s.kind == sdk::ComponentKind::Logger) {
+      for (size_t i = 0; i < array->size(); ++i) {
+        const toml::table* t = array->get(i)->as_table();
+        if (!t) {
+          v.diagnostics().push_back({source_of(*array->get(i)), "each [[logger]] entry must be a table"});
+          continue;
+        }
+        if (auto c = v.component(*t, s, "[[logger]] #" + std::to_string(i + 1))) found.push_back(std::move(*c));
+      }
+    } else {
+      v.diagnostics().push_back({source_of(*node), std::string(s.section) + " must be a table: write [" +
+                                                       s.section + "]" +
+                                                       (s.kind == sdk::ComponentKind::Logger ? " or [[logger]]" : "")});
+    }
+    switch (s.kind) {
+      case sdk::ComponentKind::Adapter: if (!found.empty()) recipe.adapter = found[0]; break;
+      case sdk::ComponentKind::Quantizer: if (!found.empty()) recipe.quantizer = found[0]; break;
+      case sdk::ComponentKind::Sampler: if (!found.empty()) recipe.sampler = found[0]; break;
+      case sdk::ComponentKind::Optimizer: if (!found.empty()) recipe.optimizer = found[0]; break;
+      case sdk::ComponentKind::Scheduler: if (!found.empty()) recipe.scheduler = found[0]; break;
+      case sdk::ComponentKind::Logger: recipe.loggers = std::move(found); break;
+    }
+  }
+  if (!v.diagnostics().empty()) throw ConfigError(std::move(v.diagnostics()));
+  return recipe;
+}
+
+std::vector<const ComponentConfig*> Recipe::components() const {
+  std::vector<const ComponentConfig*> out;
+  if (adapter) out.push_back(&*adapter);
+  if (quantizer) out.push_back(&*quantizer);
+  out.push_back(&optimizer);
+  out.push_back(&scheduler);
+  if (sampler) out.push_back(&*sampler);
+  for (const auto& l : loggers) out.push_back(&l);
+  return out;
+}
+
+namespace {
+void write_options(std::ostringstream& out, const sdk::Options& options) {
+  for (const auto& p : options.spec()->params()) {
+    const auto& value = options.value(p.key);
+    if (std::holds_alternative<std::monostate>(value)) continue;
+    out << p.key << " = " << sdk::format_param_value(value) << "\n";
+  }
+}
+}  // namespace
+
+std::string Recipe::lock_toml() const {
+  std::ostringstream out;
+  out << "# Every key resolved (defaults included) from " << path.string() << "\n";
+  for (const char* section : {"model", "data", "train"}) {
+    out << "\n[" << section << "]\n";
+    write_options(out, section == std::string("model") ? model : section == std::string("data") ? data : train);
+  }
+  for (const ComponentConfig* c : components()) {
+    out << "\n" << (c->section == "logger" ? "[[logger]]" : "[" + c->section + "]") << "\n";
+    out << "name = \"" << c->entry->name << "\"\n";
+    write_options(out, c->options);
+    out << "# plugin " << c->entry->library_version() << " from " << c->entry->library_path().string() << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace ftcore

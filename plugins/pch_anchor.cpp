@@ -1,0 +1,1 @@
+// Anchor for the plugins' shared precompiled header; no code.

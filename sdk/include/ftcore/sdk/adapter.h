@@ -1,0 +1,39 @@
+// The adapter contract (LoRA, LoRA+, ReLoRA, DoRA): apply() replaces targeted
+// Linear slots and returns the trainable parameter groups; weights save and
+// load in PEFT's format (names "base_model.model.<path>.lora_A.weight" and an
+// adapter_config.json); merge() folds the adapter into the base; on_event()
+// and lr_multiplier() let ReLoRA-style adapters act on trainer events.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ftcore/sdk/model_view.h"
+#include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/tensor_map.h"
+
+namespace ftcore::sdk {
+
+struct TrainerEvent {
+  enum class Type { StepEnd, EpochEnd, Evaluation };
+  Type type = Type::StepEnd;
+  int64_t step = 0;         // optimizer steps completed
+  int64_t total_steps = 0;
+  Optimizer* optimizer = nullptr;  // e.g. for pruning state at a restart
+};
+
+class Adapter {
+ public:
+  virtual ~Adapter() = default;
+  virtual std::vector<ParamGroupSpec> apply(ModelView& model) = 0;
+  virtual TensorMap save() const = 0;
+  virtual std::string peft_config_json() const = 0;
+  virtual void load(const TensorMap& weights) = 0;
+  virtual void merge(ModelView& model) = 0;
+  virtual void on_event(const TrainerEvent& event, ModelView& model) { (void)event; (void)model; }
+  // Multiplies the scheduled lr (ReLoRA's jagged re-warmup); 1 by default.
+  virtual double lr_multiplier(int64_t step) const { (void)step; return 1.0; }
+};
+
+}  // namespace ftcore::sdk

@@ -1,0 +1,70 @@
+// Base of every ftcore optimizer: named groups, lr scaling, state headers.
+#include "ftcore/sdk/optimizer.h"
+
+#include <stdexcept>
+
+namespace ftcore::sdk {
+
+namespace {
+std::vector<torch::optim::OptimizerParamGroup> to_torch_groups(const std::vector<ParamGroupSpec>& groups,
+                                                               const torch::optim::OptimizerOptions& defaults) {
+  std::vector<torch::optim::OptimizerParamGroup> out;
+  for (const auto& g : groups) {
+    std::vector<at::Tensor> tensors;
+    for (const auto& p : g.params) tensors.push_back(p.tensor);
+    auto options = defaults.clone();
+    options->set_lr(defaults.get_lr() * g.lr_scale);
+    out.emplace_back(std::move(tensors), std::move(options));
+  }
+  return out;
+}
+}  // namespace
+
+Optimizer::Optimizer(const std::vector<ParamGroupSpec>& groups,
+                     std::unique_ptr<torch::optim::OptimizerOptions> defaults, double default_weight_decay)
+    : torch::optim::Optimizer(to_torch_groups(groups, *defaults), std::move(defaults)) {
+  base_lr_ = defaults_->get_lr();
+  for (const auto& g : groups) {
+    GroupInfo info;
+    info.name = g.name;
+    info.lr_scale = g.lr_scale;
+    info.weight_decay = g.weight_decay.value_or(default_weight_decay);
+    for (const auto& p : g.params) {
+      if (p.name.empty()) throw std::invalid_argument("parameter in group '" + g.name + "' has no name");
+      info.param_names.push_back(p.name);
+    }
+    group_info_.push_back(std::move(info));
+  }
+}
+
+void Optimizer::set_base_lr(double lr) {
+  base_lr_ = lr;
+  for (size_t g = 0; g < group_info_.size(); ++g)
+    param_groups_[g].options().set_lr(lr * group_info_[g].lr_scale);
+}
+
+bool Optimizer::check_state_header(const TensorMap& state) const {
+  auto schema = state.metadata.find(kStateSchemaKey);
+  if (schema == state.metadata.end())
+    throw std::runtime_error("optimizer state has no " + std::string(kStateSchemaKey) + " metadata");
+  if (schema->second != std::to_string(kOptimizerStateSchemaVersion))
+    throw std::runtime_error("optimizer state schema version " + schema->second + " is not supported (this build reads " +
+                             std::to_string(kOptimizerStateSchemaVersion) + ")");
+  auto family = state.metadata.find(kStateFamilyKey);
+  return family != state.metadata.end() && family->second == this->family();
+}
+
+const at::Tensor& require_state_tensor(const TensorMap& state, const std::string& param_name,
+                                       const std::string& slot, at::IntArrayRef expected_shape) {
+  const std::string key = param_name + "." + slot;
+  const at::Tensor* t = state.find(key);
+  if (!t) throw std::runtime_error("optimizer state has no tensor " + key);
+  if (t->sizes() != expected_shape) {
+    std::ostringstream msg;
+    msg << "optimizer state tensor " << key << " has shape " << t->sizes() << ", the parameter has " << expected_shape;
+    throw std::runtime_error(msg.str());
+  }
+  return *t;
+}
+
+}  // namespace ftcore::sdk

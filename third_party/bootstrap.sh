@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what ftcore needs to build and test, and nothing twice.
+#   - Debian -dev packages (Boost 1.74, TOML++, spdlog, nlohmann-json, PCRE2,
+#     GoogleTest, Google Benchmark, ccache), only those missing;
+#   - a venv at third_party/venv holding the pinned torch wheel (used as
+#     libtorch) and the test-only reference packages, only when the pins change.
+# A second run with everything present takes seconds.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+venv="$here/venv"
+requirements="$here/requirements.txt"
+
+apt_packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost1.74-dev libboost-program-options1.74-dev libboost-filesystem1.74-dev
+  libtomlplusplus-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libpcre2-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-venv
+)
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing Debian packages: ${missing[*]}"
+  sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The venv is rebuilt only when requirements.txt changes (its hash is stamped).
+stamp="$venv/.requirements.sha256"
+want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  python="${FTCORE_PYTHON:-python3}"
+  [[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  echo "bootstrap: installing the pinned Python packages (torch is large; first run takes minutes)"
+  "$venv/bin/python" -m pip install -q -r "$requirements"
+  echo "$want" > "$stamp"
+fi
+echo "bootstrap: ok ($("$venv/bin/python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'))"
