@@ -5,26 +5,18 @@
 
 namespace ftcore::sdk {
 
-namespace {
-std::vector<torch::optim::OptimizerParamGroup> to_torch_groups(const std::vector<ParamGroupSpec>& groups,
-                                                               const torch::optim::OptimizerOptions& defaults) {
-  std::vector<torch::optim::OptimizerParamGroup> out;
-  for (const auto& g : groups) {
-    std::vector<at::Tensor> tensors;
-    for (const auto& p : g.params) tensors.push_back(p.tensor);
-    auto options = defaults.clone();
-    options->set_lr(defaults.get_lr() * g.lr_scale);
-    out.emplace_back(std::move(tensors), std::move(options));
-  }
-  return out;
-}
-}  // namespace
 
 Optimizer::Optimizer(const std::vector<ParamGroupSpec>& groups,
                      std::unique_ptr<torch::optim::OptimizerOptions> defaults, double default_weight_decay)
-    : torch::optim::Optimizer(to_torch_groups(groups, *defaults), std::move(defaults)) {
+    : torch::optim::Optimizer(std::vector<torch::optim::OptimizerParamGroup>{}, std::move(defaults)) {
   base_lr_ = defaults_->get_lr();
   for (const auto& g : groups) {
+    std::vector<at::Tensor> tensors;
+    for (const auto& p : g.params) tensors.push_back(p.tensor);
+    auto options = defaults_->clone();
+    options->set_lr(base_lr_ * g.lr_scale);
+    add_param_group(torch::optim::OptimizerParamGroup(std::move(tensors), std::move(options)));
+
     GroupInfo info;
     info.name = g.name;
     info.lr_scale = g.lr_scale;

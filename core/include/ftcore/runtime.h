@@ -10,6 +10,10 @@ namespace ftcore {
 // Sets intra-op threads; returns the count used.
 int init_runtime();
 
+// Loads libtorch's CUDA library (once); false with a reason when this
+// libtorch has none or it cannot load. Only commands that may use a GPU call it.
+bool load_cuda_runtime(std::string* error = nullptr);
+
 struct VersionInfo {
   std::string ftcore, libtorch;
   int cxx11_abi = 1;
@@ -17,6 +21,7 @@ struct VersionInfo {
   bool cuda_device = false;       // a CUDA device is visible now
   bool cuda_kernels = false;      // ftcore's own CUDA kernels compiled in
 };
+// Loads the CUDA runtime to answer the CUDA questions.
 VersionInfo version_info();
 
 }  // namespace ftcore

@@ -1,6 +1,9 @@
 // One TOML table against one ParamSpec: types, ranges, choices, required
 // keys, unknown keys ("did you mean"), mutually exclusive keys.
+#include <charconv>
 #include <cmath>
+#include <tuple>
+#include <type_traits>
 
 #include "ftcore/recipe.h"
 
@@ -33,6 +36,35 @@ const char* toml_type_name(const toml::node& n) {
   }
 }
 
+// A float the way a person would write it: shortest round-trip digits
+// (0.999, not 0.99899999999999999), always recognisable as a float.
+std::string shown_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v);
+  std::string s(buffer, ec == std::errc() ? end : buffer);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+// A scalar as the user wrote it (an integer stays an integer), for messages.
+std::string shown_value(const toml::node& n) {
+  if (auto i = n.value_exact<int64_t>()) return std::to_string(*i);
+  if (auto d = n.value_exact<double>()) return shown_float(*d);
+  if (auto b = n.value_exact<bool>()) return *b ? "true" : "false";
+  if (auto s = n.value_exact<std::string>()) return sdk::format_param_value(*s);
+  return "";
+}
+
+// "a string" plus the value when it is a scalar: `got the string "3e-4"`.
+std::string described(const toml::node& n) {
+  std::string value = shown_value(n);
+  if (value.empty()) return toml_type_name(n);
+  std::string type = toml_type_name(n);
+  return "the " + type.substr(type.find(' ') + 1) + " " + value;
+}
+
 struct Checker {
   const std::string& label;  // "[optimizer] (adamw)"
   std::vector<Diagnostic>& diagnostics;
@@ -45,14 +77,11 @@ struct Checker {
     return std::nullopt;
   }
 
-  bool in_range(const sdk::Param& p, const toml::node& at, double v, const std::string& shown) {
+  // `name` is the key, or "key[i]" for an element of a list or pair.
+  bool in_range(const sdk::Param& p, const std::string& name, const toml::node& at, double v) {
     if (!p.range || p.range->contains(v)) return true;
-    error(at, p.key + " = " + shown + " in " + label + " is out of range: must be " + p.range->describe());
+    error(at, name + " = " + shown_value(at) + " in " + label + " is out of range: must be " + p.range->describe());
     return false;
-  }
-
-  std::string type_error(const sdk::Param& p, const toml::node& n) {
-    return p.key + " in " + label + " must be " + expected(p) + ", got " + toml_type_name(n);
   }
 
   static std::string expected(const sdk::Param& p) {
@@ -70,22 +99,31 @@ struct Checker {
     return "?";
   }
 
-  template <typename T, typename Convert>
-  std::optional<std::vector<T>> array_of(const sdk::Param& p, const toml::node& n, Convert convert) {
-    const toml::array* arr = n.as_array();
-    if (!arr) {
-      error(n, type_error(p, n));
-      return std::nullopt;
+  // What one element of a list or pair must be.
+  static std::string expected_element(const sdk::Param& p) {
+    switch (p.type) {
+      case sdk::ParamType::StringList: return "a string";
+      case sdk::ParamType::IntList: return "an integer";
+      default: return "a number";
     }
+  }
+
+  // The elements of an array, each converted by `element` (nullopt: the
+  // element has the wrong type). Range problems are reported by in_range.
+  template <typename T, typename Convert>
+  std::optional<std::vector<T>> array_of(const sdk::Param& p, const toml::array& arr, Convert element) {
     std::vector<T> out;
     bool ok = true;
-    for (size_t i = 0; i < arr->size(); ++i) {
-      const toml::node& item = *arr->get(i);
-      std::optional<T> v = convert(item);
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const toml::node& item = *arr.get(i);
+      const std::string name = p.key + "[" + std::to_string(i) + "]";
+      std::optional<T> v = element(item);
       if (!v) {
-        error(item, p.key + "[" + std::to_string(i) + "] in " + label + " must be " + expected(p) + ", got " +
-                        toml_type_name(item));
+        error(item, name + " in " + label + " must be " + expected_element(p) + ", got " + described(item));
         ok = false;
+      } else if constexpr (std::is_arithmetic_v<T>) {
+        if (!in_range(p, name, item, static_cast<double>(*v))) ok = false;
+        out.push_back(*v);
       } else {
         out.push_back(*v);
       }
@@ -100,18 +138,13 @@ struct Checker {
         break;
       case sdk::ParamType::Int:
         if (auto i = n.value_exact<int64_t>()) {
-          if (!in_range(p, n, static_cast<double>(*i), std::to_string(*i))) return std::nullopt;
+          if (!in_range(p, p.key, n, static_cast<double>(*i))) return std::nullopt;
           return sdk::ParamValue(*i);
-        }
-        if (n.is_floating_point()) {
-          error(n, p.key + " in " + label + " must be an integer, got the float " +
-                       sdk::format_param_value(*n.value_exact<double>()));
-          return std::nullopt;
         }
         break;
       case sdk::ParamType::Float:
         if (auto d = number(n)) {
-          if (!in_range(p, n, *d, sdk::format_param_value(*d))) return std::nullopt;
+          if (!in_range(p, p.key, n, *d)) return std::nullopt;
           return sdk::ParamValue(*d);
         }
         break;
@@ -123,30 +156,28 @@ struct Checker {
           for (const auto& c : p.choices)
             if (c == *s) return sdk::ParamValue(*s);
           std::string hint = closest_match(*s, p.choices);
-          error(n, p.key + " = \"" + *s + "\" in " + label + " is not one of \"" + join(p.choices, "\", \"") + "\"" +
-                       (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
+          error(n, p.key + " = " + shown_value(n) + " in " + label + " is not one of \"" +
+                       join(p.choices, "\", \"") + "\"" + (hint.empty() ? "" : "; did you mean \"" + hint + "\"?"));
           return std::nullopt;
         }
         break;
       case sdk::ParamType::StringList: {
         if (auto s = n.value_exact<std::string>()) return sdk::ParamValue(std::vector<std::string>{*s});
-        auto v = array_of<std::string>(p, n, [](const toml::node& i) { return i.value_exact<std::string>(); });
+        const toml::array* arr = n.as_array();
+        if (!arr) break;
+        auto v = array_of<std::string>(p, *arr, [](const toml::node& i) { return i.value_exact<std::string>(); });
         return v ? std::optional(sdk::ParamValue(*v)) : std::nullopt;
       }
       case sdk::ParamType::IntList: {
-        auto v = array_of<int64_t>(p, n, [&](const toml::node& i) -> std::optional<int64_t> {
-          auto x = i.value_exact<int64_t>();
-          if (x && !in_range(p, i, static_cast<double>(*x), std::to_string(*x))) return std::nullopt;
-          return x;
-        });
+        const toml::array* arr = n.as_array();
+        if (!arr) break;
+        auto v = array_of<int64_t>(p, *arr, [](const toml::node& i) { return i.value_exact<int64_t>(); });
         return v ? std::optional(sdk::ParamValue(*v)) : std::nullopt;
       }
       case sdk::ParamType::FloatList: {
-        auto v = array_of<double>(p, n, [&](const toml::node& i) -> std::optional<double> {
-          auto x = number(i);
-          if (x && !in_range(p, i, *x, sdk::format_param_value(*x))) return std::nullopt;
-          return x;
-        });
+        const toml::array* arr = n.as_array();
+        if (!arr) break;
+        auto v = array_of<double>(p, *arr, [&](const toml::node& i) { return number(i); });
         return v ? std::optional(sdk::ParamValue(*v)) : std::nullopt;
       }
       case sdk::ParamType::Pair: {
@@ -154,18 +185,14 @@ struct Checker {
         if (!arr) break;
         if (arr->size() != 2) {
           error(n, p.key + " in " + label + " must be an array of two numbers, got " + std::to_string(arr->size()) +
-                       " items");
+                       (arr->size() == 1 ? " item" : " items"));
           return std::nullopt;
         }
-        auto v = array_of<double>(p, n, [&](const toml::node& i) -> std::optional<double> {
-          auto x = number(i);
-          if (x && !in_range(p, i, *x, sdk::format_param_value(*x))) return std::nullopt;
-          return x;
-        });
+        auto v = array_of<double>(p, *arr, [&](const toml::node& i) { return number(i); });
         return v ? std::optional(sdk::ParamValue(sdk::FloatPair{(*v)[0], (*v)[1]})) : std::nullopt;
       }
     }
-    error(n, type_error(p, n));
+    error(n, p.key + " in " + label + " must be " + expected(p) + ", got " + described(n));
     return std::nullopt;
   }
 };
@@ -189,9 +216,13 @@ std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, 
     if (std::find(reserved.begin(), reserved.end(), k) != reserved.end()) continue;
     const sdk::Param* p = spec.find(k);
     if (!p) {
-      std::string hint = closest_match(k, declared_keys(spec));
-      diagnostics.push_back({source_of(key, node), "unknown key '" + k + "' in " + label +
-                                                       (hint.empty() ? "" : "; did you mean '" + hint + "'?")});
+      // A close match is most likely a typo; otherwise list what is accepted.
+      const std::vector<std::string> keys = declared_keys(spec);
+      std::string hint = closest_match(k, keys);
+      std::string help = !hint.empty()   ? "; did you mean '" + hint + "'?"
+                         : keys.empty() ? " (it takes no keys)"
+                                        : " (keys: " + join(keys) + ")";
+      diagnostics.push_back({source_of(key, node), "unknown key '" + k + "' in " + label + help});
       continue;
     }
     if (auto v = check.convert(*p, node)) values[k] = std::move(*v);
@@ -202,17 +233,20 @@ std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, 
                                                    (p.doc.empty() ? "" : " (" + p.doc + ")")});
   }
   for (const auto& set : spec.exclusive_sets()) {
+    // Reported at the key written last: that is where the contradiction starts.
     std::vector<std::string> given;
-    const toml::node* last = nullptr;
+    std::optional<SourcePos> last;
     for (const auto& k : set) {
-      if (const toml::node* n = table.get(k)) {
-        given.push_back(k);
-        last = n;
-      }
+      auto it = table.find(k);
+      if (it == table.end()) continue;
+      given.push_back(k);
+      SourcePos at = source_of(it->first, it->second);
+      if (!last || (at.file == last->file && std::tie(at.line, at.column) > std::tie(last->line, last->column)))
+        last = at;
     }
     if (given.size() > 1)
-      diagnostics.push_back({source_of(*last), join(given, " and ") + " in " + label +
-                                                   " contradict each other; set only one of them"});
+      diagnostics.push_back({*last, join(given, " and ") + " in " + label +
+                                        " contradict each other; set only one of them"});
   }
   return values;
 }

@@ -28,7 +28,7 @@ VersionInfo version_info() {
   v.ftcore = build_info::kVersion;
   v.libtorch = build_info::kTorchVersion;
   v.cxx11_abi = build_info::kCxx11Abi;
-  v.cuda_in_libtorch = at::detail::getCUDAHooks().hasCUDART();
+  v.cuda_in_libtorch = load_cuda_runtime() && at::detail::getCUDAHooks().hasCUDART();
   v.cuda_device = at::globalContext().hasCUDA();
   v.cuda_kernels = build_info::kCudaKernels;
   return v;

@@ -1,8 +1,9 @@
 // The AdamW element loop, compiled once per ISA: adamw_kernel_<isa>.cpp
 // defines FTCORE_KERNEL_FACTORY and includes this file, with -mavx2/-mavx512f
 // set on that file only. Plain loops with __restrict pointers vectorize at
-// -O3 (-fno-math-errno lets sqrt vectorize); no fast-math, so rounding stays
-// IEEE and matches torch op for op.
+// -O3 (-fno-math-errno lets sqrt vectorize). No fast-math and no FMA
+// contraction (-ffp-contract=off): every operation rounds where torch's does,
+// and the only fused multiply-add is the one ATen's lerp uses.
 #include <algorithm>
 #include <cmath>
 
@@ -22,11 +23,12 @@ void update_range(const AdamWTensor& t, int64_t begin, int64_t end) {
   float* __restrict v = t.exp_avg_sq;
   float* __restrict vmax = t.max_exp_avg_sq;
   const AdamWScalars s = t.scalars;
-  const float one_minus_w = 1.0f - s.one_minus_beta1;
   for (int64_t i = begin; i < end; ++i) {
     const float gi = static_cast<float>(g[i]);
     const float pi = static_cast<float>(p[i]) * s.decay;
-    const float mi = kLerpFromEnd ? gi - (gi - m[i]) * one_minus_w : m[i] + s.one_minus_beta1 * (gi - m[i]);
+    // ATen's vectorized lerp is one fused multiply-add from the nearer end.
+    const float mi = kLerpFromEnd ? std::fma(s.one_minus_beta1 - 1.0f, gi - m[i], gi)
+                                  : std::fma(s.one_minus_beta1, gi - m[i], m[i]);
     const float vi = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
