@@ -1,6 +1,7 @@
 // ParamSpec declarations and typed Options lookup (see params.h).
 #include "ftcore/sdk/params.h"
 
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -25,10 +26,10 @@ namespace {
 
 std::string format_number(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  std::string s = out.str();
+  // Shortest text that reads back as the same double ("0.9", not "0.90000000000000002").
+  char buffer[64];
+  auto result = std::to_chars(buffer, buffer + sizeof(buffer), v);
+  std::string s(buffer, result.ptr);
   // Keep floats recognisable as floats in TOML ("1.0", not "1").
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;

@@ -1,9 +1,12 @@
 // Whole-recipe validation: sections, plugin names, each table against its
 // ParamSpec; every problem is collected before a single ConfigError.
+#include <algorithm>
 #include <sstream>
+#include <tuple>
 
 #include "ftcore/recipe.h"
 #include "ftcore/plugin_loader.h"
+#include "recipe_internal.h"
 
 namespace fs = std::filesystem;
 
@@ -56,6 +59,18 @@ class RecipeValidator {
       return sdk::Options(spec, {});
     }
     return sdk::Options(spec, validate_table(*table, *spec, "[" + name + "]", {}, diagnostics_));
+  }
+
+  // A [plugins] folder that does not exist is most likely a typo; unreported,
+  // it would only surface as an "unknown optimizer" further down.
+  void plugin_folders(const toml::table& root) {
+    const std::vector<const toml::node*> nodes = plugin_path_nodes(root);
+    const std::vector<fs::path> resolved = recipe_plugin_paths(root);
+    for (size_t i = 0; i < nodes.size() && i < resolved.size(); ++i) {
+      std::error_code ec;
+      if (!fs::is_directory(resolved[i], ec))
+        diagnostics_.push_back({source_of(*nodes[i]), "plugin folder not found: " + resolved[i].string()});
+    }
   }
 
   std::optional<ComponentConfig> component(const toml::table& table, const ComponentSection& s,
@@ -129,6 +144,18 @@ class RecipeValidator {
   std::vector<Diagnostic> diagnostics_;
 };
 
+// Sections are checked in a fixed order and toml++ tables iterate by key, so
+// the problems are sorted as a reader meets them: the recipe's own lines,
+// then its base files, then the --set overrides.
+void sort_in_reading_order(std::vector<Diagnostic>& diagnostics, const fs::path& path) {
+  auto order = [&](const Diagnostic& d) {
+    const int group = d.where.file == path.string() ? 0 : d.where.file.rfind("--set", 0) == 0 ? 2 : 1;
+    return std::make_tuple(group, group == 1 ? d.where.file : std::string(), d.where.line, d.where.column);
+  };
+  std::stable_sort(diagnostics.begin(), diagnostics.end(),
+                   [&](const Diagnostic& a, const Diagnostic& b) { return order(a) < order(b); });
+}
+
 }  // namespace
 
 Recipe validate_recipe(const toml::table& root, const fs::path& path, const PluginRegistry& registry) {
@@ -140,6 +167,7 @@ Recipe validate_recipe(const toml::table& root, const fs::path& path, const Plug
   recipe.data = v.core_section(root, "data");
   recipe.train = v.core_section(root, "train");
   v.core_section(root, "plugins");
+  v.plugin_folders(root);
 
   for (const auto& s : component_sections()) {
     const toml::node* node = root.get(s.section);
@@ -172,7 +200,10 @@ Recipe validate_recipe(const toml::table& root, const fs::path& path, const Plug
       case sdk::ComponentKind::Logger: recipe.loggers = std::move(found); break;
     }
   }
-  if (!v.diagnostics().empty()) throw ConfigError(std::move(v.diagnostics()));
+  if (!v.diagnostics().empty()) {
+    sort_in_reading_order(v.diagnostics(), path);
+    throw ConfigError(std::move(v.diagnostics()));
+  }
   return recipe;
 }
 

@@ -1,10 +1,13 @@
 // Reading a recipe: TOML parse with source positions, `base` inheritance
 // (the derived file's keys override the base's, tables merge key by key,
 // arrays and values replace), and --set overrides parsed as TOML values.
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "ftcore/recipe.h"
+#include "recipe_internal.h"
 
 namespace fs = std::filesystem;
 
@@ -12,18 +15,55 @@ namespace ftcore {
 
 namespace {
 
+// Line `line` (1-based) of `text`, without its line break.
+std::string_view line_of(std::string_view text, size_t line) {
+  size_t begin = 0;
+  for (size_t i = 1; i < line && begin != std::string_view::npos; ++i) {
+    begin = text.find('\n', begin);
+    if (begin != std::string_view::npos) ++begin;
+  }
+  if (begin == std::string_view::npos || begin > text.size()) return {};
+  std::string_view rest = text.substr(begin);
+  rest = rest.substr(0, rest.find('\n'));
+  if (!rest.empty() && rest.back() == '\r') rest.remove_suffix(1);
+  return rest;
+}
+
+// toml++ describes a string left open as "unescaped control characters" (it
+// hit the line break) or "encountered end-of-file"; say what the user did.
+std::string syntax_problem(const toml::parse_error& e, std::string_view text) {
+  const std::string description(e.description());
+  const bool in_string = description.rfind("Error while parsing string", 0) == 0 ||
+                         description.rfind("Error while parsing literal string", 0) == 0;
+  if (in_string) {
+    if (description.find("end-of-file") != std::string::npos)
+      return "unterminated string: the closing quote is missing before the end of the file";
+    std::string_view line = line_of(text, e.source().begin.line);
+    size_t characters = 0;  // toml++ columns count code points
+    for (unsigned char c : line) characters += (c & 0xC0) != 0x80;
+    if (description.find("control characters") != std::string::npos && e.source().begin.column > characters)
+      return "unterminated string: the closing quote is missing before the end of the line";
+  }
+  return description;
+}
+
 toml::table parse_recipe_file(const fs::path& path, const SourcePos& referenced_from) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
-    SourcePos where = referenced_from.file.empty() ? SourcePos{path.string(), 0, 0} : referenced_from;
-    throw ConfigError({{where, "recipe file not found: " + path.string()}});
+    if (referenced_from.file.empty()) throw ConfigError({{SourcePos{path.string(), 0, 0}, "recipe file not found"}});
+    throw ConfigError({{referenced_from, "base recipe not found: " + path.string()}});
   }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream content;
+  content << in.rdbuf();
+  if (!in) throw ConfigError({{SourcePos{path.string(), 0, 0}, "cannot read the recipe file"}});
+  const std::string text = content.str();
   try {
-    return toml::parse_file(path.string());
+    return toml::parse(text, path.string());
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
     throw ConfigError({{SourcePos{path.string(), static_cast<int>(src.begin.line), static_cast<int>(src.begin.column)},
-                        "TOML syntax error: " + std::string(e.description())}});
+                        "TOML syntax error: " + syntax_problem(e, text)}});
   }
 }
 
@@ -64,27 +104,65 @@ toml::table load_with_bases(const fs::path& path, std::vector<fs::path>& chain, 
   return merged;
 }
 
+// A TOML basic string holding `s`; control characters are escaped so that
+// anything typed after `=` can be read back as text.
 std::string toml_quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u == 0x7F) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04X", u);
+      out += escaped;
+    } else {
+      out += c;
+    }
   }
   return out + "\"";
 }
 
+// `a.b.c` -> {a, b, c}; empty parts are kept so that they can be refused.
 std::vector<std::string> split_dotted(const std::string& key) {
-  std::vector<std::string> parts;
-  std::stringstream in(key);
-  std::string part;
-  while (std::getline(in, part, '.')) parts.push_back(part);
+  std::vector<std::string> parts(1);
+  for (char c : key) {
+    if (c == '.')
+      parts.emplace_back();
+    else
+      parts.back() += c;
+  }
   return parts;
+}
+
+std::string node_kind(const toml::node& n) {
+  if (n.is_array()) return "an array";
+  if (n.is_string()) return "a string";
+  if (n.is_integer()) return "an integer";
+  if (n.is_floating_point()) return "a float";
+  if (n.is_boolean()) return "a boolean";
+  return "a date/time";
+}
+
+// Parses `v = <text>` with `source` as the file name, so that every node it
+// yields (tables included) points at the override in messages.
+std::optional<toml::table> parse_override(const std::string& text, const std::string& source) {
+  try {
+    toml::table parsed = toml::parse("v = " + text, source);
+    if (parsed.size() == 1 && parsed.contains("v")) return parsed;
+  } catch (const toml::parse_error&) {
+  }
+  return std::nullopt;
 }
 
 // `optimizer.lr=3e-4` -> table["optimizer"]["lr"] = 3e-4. The value is TOML;
 // a bare word that is not valid TOML (say `cosine`) is taken as a string.
+// A number indexes an array of tables: `logger.1.precision=2` sets the
+// second [[logger]] (indices count from 0). Missing tables are created.
 void apply_override(toml::table& root, const std::string& item, std::vector<Diagnostic>& diagnostics) {
-  const SourcePos where{"--set " + item, 0, 0};
+  const std::string source = "--set " + item;
+  const SourcePos where{source, 0, 0};
   const size_t eq = item.find('=');
   if (eq == std::string::npos || eq == 0) {
     diagnostics.push_back({where, "expected --set section.key=value"});
@@ -98,41 +176,46 @@ void apply_override(toml::table& root, const std::string& item, std::vector<Diag
       return;
     }
   }
-  toml::table parsed;
-  const std::string source = "--set " + item;
-  try {
-    const std::string doc = "v = " + text;
-    parsed = toml::parse(std::string_view(doc), std::string_view(source));
-  } catch (const toml::parse_error&) {
-    const std::string doc = "v = " + toml_quote(text);
-    parsed = toml::parse(std::string_view(doc), std::string_view(source));
+  if (key == "base") {
+    diagnostics.push_back({where, "base cannot be overridden: it is read before --set applies"});
+    return;
+  }
+  std::optional<toml::table> parsed = parse_override(text, source);
+  if (!parsed) parsed = parse_override(toml_quote(text), source);
+  if (!parsed) {
+    diagnostics.push_back({where, "the value is neither TOML nor text (is it valid UTF-8?)"});
+    return;
   }
   toml::node* container = &root;
+  std::string walked;  // the key up to `container`, for messages
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     const std::string& part = parts[i];
     if (toml::table* t = container->as_table()) {
-      if (!t->contains(part)) t->insert(part, toml::table{});
+      if (!t->contains(part)) t->insert(part, std::move(*parse_override("{}", source)->get_as<toml::table>("v")));
       container = t->get(part);
     } else if (toml::array* a = container->as_array()) {
       char* end = nullptr;
-      long index = std::strtol(part.c_str(), &end, 10);
+      const long index = std::strtol(part.c_str(), &end, 10);
       if (*end != '\0' || index < 0 || static_cast<size_t>(index) >= a->size()) {
-        diagnostics.push_back({where, "'" + part + "' is not an index of the array " + key.substr(0, key.find(part))});
+        diagnostics.push_back({where, "'" + part + "' is not an index of " + walked + ": it has " +
+                                          std::to_string(a->size()) + " entries, numbered from 0"});
         return;
       }
       container = a->get(static_cast<size_t>(index));
     } else {
-      diagnostics.push_back({where, "cannot set '" + key + "': '" + parts[i - 1] + "' is not a table"});
+      diagnostics.push_back({where, "cannot set '" + key + "': " + walked + " is " + node_kind(*container) +
+                                        ", not a table"});
       return;
     }
+    walked += (i ? "." : "") + part;
   }
   toml::table* target = container->as_table();
   if (!target) {
-    diagnostics.push_back({where, "cannot set '" + key + "': its parent is not a table"});
+    diagnostics.push_back({where, "cannot set '" + key + "': " + walked + " is " + node_kind(*container) +
+                                      ", not a table"});
     return;
   }
-  toml::node* value = parsed.get("v");
-  target->insert_or_assign(parts.back(), std::move(*value));
+  target->insert_or_assign(parts.back(), std::move(*parsed->get("v")));
 }
 
 }  // namespace
@@ -150,14 +233,27 @@ toml::table load_recipe_table(const fs::path& path, const std::vector<std::strin
 
 std::vector<fs::path> recipe_plugin_paths(const toml::table& table) {
   std::vector<fs::path> out;
-  const toml::array* paths = table["plugins"]["paths"].as_array();
-  if (!paths) return out;
-  for (const auto& item : *paths) {
-    auto s = item.value_exact<std::string>();
-    if (!s) continue;  // reported by validation
-    fs::path p(*s);
-    if (p.is_relative() && item.source().path) p = fs::path(*item.source().path).parent_path() / p;
+  for (const toml::node* item : plugin_path_nodes(table)) {
+    fs::path p(*item->value_exact<std::string>());
+    // Relative to the file that wrote it; a --set path is relative to the working folder.
+    const auto& file = item->source().path;
+    if (p.is_relative() && file && file->rfind("--set", 0) != 0) p = fs::path(*file).parent_path() / p;
     out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<const toml::node*> plugin_path_nodes(const toml::table& table) {
+  std::vector<const toml::node*> out;
+  const toml::node* paths = table["plugins"]["paths"].node();
+  if (!paths) return out;
+  auto add = [&](const toml::node& item) {
+    if (item.is_string()) out.push_back(&item);  // other types are reported by validation
+  };
+  if (const toml::array* array = paths->as_array()) {
+    for (const auto& item : *array) add(item);
+  } else {
+    add(*paths);  // `paths = "plugins"`: one folder
   }
   return out;
 }
