@@ -27,13 +27,24 @@ function(ftcore_add_plugin)
       set(ARG_OUTPUT_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}")
     endif()
   endif()
+  # Installed, a plugin finds libftcore_sdk two folders up (<libdir>/ftcore/plugins
+  # -> <libdir>), out of tree also in the ftcore it was built against, and
+  # libtorch where ftcore found it. Only these: the link path would add the
+  # nonexistent MKL folders torch's CMake config declares.
+  set(_rpath "$ORIGIN/../..")
+  foreach(_dir IN ITEMS "${FTCORE_LIBRARY_DIR}" "${FTCORE_TORCH_LIB_DIR}")
+    if(_dir AND NOT _dir IN_LIST _rpath)
+      list(APPEND _rpath "${_dir}")
+    endif()
+  endforeach()
   set_target_properties(${_target} PROPERTIES
     PREFIX "lib"
     OUTPUT_NAME "ftcore_${ARG_KIND}_${ARG_NAME}"
     LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}"
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
-    INSTALL_RPATH "$ORIGIN/../..")
+    INSTALL_RPATH "${_rpath}"
+    INSTALL_RPATH_USE_LINK_PATH OFF)
   # In ftcore's own tree, reuse the shared precompiled header.
   if(TARGET ftcore_plugin_pch AND NOT ARG_COMPILE_DEFINITIONS)
     target_precompile_headers(${_target} REUSE_FROM ftcore_plugin_pch)

@@ -50,7 +50,7 @@ class RecipeValidator {
       toml::table empty;
       std::vector<Diagnostic> missing;
       validate_table(empty, *spec, "[" + name + "]", {}, missing);
-      for (auto& d : missing) diagnostics_.push_back({{path_.string(), 0, 0}, "the recipe has no [" + name + "] section; " + d.message});
+      for (auto& d : missing) diagnostics_.push_back({{path_.string(), 0, 0}, "no [" + name + "] section: " + d.message});
       return sdk::Options(spec, {});
     }
     const toml::table* table = node->as_table();

@@ -1,6 +1,10 @@
 // Reading a recipe: TOML parse with source positions, `base` inheritance
-// (the derived file's keys override the base's, tables merge key by key,
-// arrays and values replace), and --set overrides parsed as TOML values.
+// (the derived file's keys override the base's; tables merge key by key,
+// but a component section with its own `name` replaces the base's section;
+// arrays, [[logger]] included, replace whole), and --set overrides parsed as
+// TOML values.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -29,22 +33,52 @@ std::string_view line_of(std::string_view text, size_t line) {
   return rest;
 }
 
-// toml++ describes a string left open as "unescaped control characters" (it
-// hit the line break) or "encountered end-of-file"; say what the user did.
-std::string syntax_problem(const toml::parse_error& e, std::string_view text) {
-  const std::string description(e.description());
-  const bool in_string = description.rfind("Error while parsing string", 0) == 0 ||
-                         description.rfind("Error while parsing literal string", 0) == 0;
-  if (in_string) {
-    if (description.find("end-of-file") != std::string::npos)
-      return "unterminated string: the closing quote is missing before the end of the file";
-    std::string_view line = line_of(text, e.source().begin.line);
-    size_t characters = 0;  // toml++ columns count code points
-    for (unsigned char c : line) characters += (c & 0xC0) != 0x80;
-    if (description.find("control characters") != std::string::npos && e.source().begin.column > characters)
-      return "unterminated string: the closing quote is missing before the end of the line";
+// Byte offset of 1-based code-point column `column` in `line` (toml++
+// columns count code points).
+size_t byte_offset(std::string_view line, size_t column) {
+  size_t characters = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) == 0x80) continue;
+    if (++characters == column) return i;
   }
-  return description;
+  return line.size();
+}
+
+struct SyntaxProblem {
+  std::string message;
+  int column;
+};
+
+// toml++'s words for the two commonest slips: a string left open ("unescaped
+// control characters" at the line break, or "end-of-file") and text without
+// quotes ("could not determine value type", or a word starting like `true`).
+SyntaxProblem syntax_problem(const toml::parse_error& e, std::string_view text) {
+  const std::string description(e.description());
+  const int column = static_cast<int>(e.source().begin.column);
+  const std::string_view line = line_of(text, e.source().begin.line);
+  const size_t at = byte_offset(line, static_cast<size_t>(column));
+  auto starts = [&](const char* prefix) { return description.rfind(prefix, 0) == 0; };
+  if (starts("Error while parsing string") || starts("Error while parsing literal string")) {
+    if (description.find("end-of-file") != std::string::npos)
+      return {"unterminated string: the closing quote is missing before the end of the file", column};
+    if (description.find("control characters") != std::string::npos && at >= line.size())
+      return {"unterminated string: the closing quote is missing before the end of the line", column};
+  }
+  if (starts("Error while parsing value: could not determine value type") ||
+      starts("Error while parsing boolean") || starts("Error while parsing floating-point")) {
+    auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+    size_t begin = std::min(at, line.size()), end = begin;
+    while (begin > 0 && word_char(line[begin - 1])) --begin;
+    while (end < line.size() && word_char(line[end])) ++end;
+    const std::string word(line.substr(begin, end - begin));
+    if (!word.empty() && std::isalpha(static_cast<unsigned char>(word[0])) && begin > 0 &&
+        std::string_view("=[,{ \t").find(line[begin - 1]) != std::string_view::npos) {
+      int word_column = 1;  // code points before `begin`
+      for (size_t i = 0; i < begin; ++i) word_column += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+      return {word + " is not a TOML value; text needs quotes: \"" + word + "\"", word_column};
+    }
+  }
+  return {description, column};
 }
 
 toml::table parse_recipe_file(const fs::path& path, const SourcePos& referenced_from) {
@@ -61,19 +95,27 @@ toml::table parse_recipe_file(const fs::path& path, const SourcePos& referenced_
   try {
     return toml::parse(text, path.string());
   } catch (const toml::parse_error& e) {
-    const auto& src = e.source();
-    throw ConfigError({{SourcePos{path.string(), static_cast<int>(src.begin.line), static_cast<int>(src.begin.column)},
-                        "TOML syntax error: " + syntax_problem(e, text)}});
+    const SyntaxProblem problem = syntax_problem(e, text);
+    throw ConfigError({{SourcePos{path.string(), static_cast<int>(e.source().begin.line), problem.column},
+                        "TOML syntax error: " + problem.message}});
   }
 }
 
+bool is_component_section(std::string_view key) {
+  return key == "adapter" || key == "quantizer" || key == "optimizer" || key == "scheduler" || key == "sampler";
+}
+
 // Moves every node of `src` into `dst`; nodes keep their source positions.
-void merge_into(toml::table& dst, toml::table&& src) {
+// Tables merge key by key, except a component section that names its plugin
+// (`name = ...`): it replaces the base's section whole, since the base's
+// other keys belong to the plugin it names.
+void merge_into(toml::table& dst, toml::table&& src, bool top_level) {
   for (auto&& [key, node] : src) {
     toml::table* src_table = node.as_table();
     toml::table* dst_table = dst.get_as<toml::table>(key.str());
-    if (src_table && dst_table) {
-      merge_into(*dst_table, std::move(*src_table));
+    const bool restarts = top_level && is_component_section(key.str()) && src_table && src_table->contains("name");
+    if (src_table && dst_table && !restarts) {
+      merge_into(*dst_table, std::move(*src_table), false);
     } else {
       dst.insert_or_assign(key, std::move(node));
     }
@@ -100,7 +142,7 @@ toml::table load_with_bases(const fs::path& path, std::vector<fs::path>& chain, 
   toml::table merged = load_with_bases(base_path, chain, source_of(*base));
   chain.pop_back();
   table.erase("base");
-  merge_into(merged, std::move(table));
+  merge_into(merged, std::move(table), true);
   return merged;
 }
 

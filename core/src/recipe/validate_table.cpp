@@ -197,6 +197,11 @@ struct Checker {
   }
 };
 
+std::string without_final_period(std::string text) {
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  return text;
+}
+
 std::vector<std::string> declared_keys(const sdk::ParamSpec& spec) {
   std::vector<std::string> keys;
   for (const auto& p : spec.params()) keys.push_back(p.key);
@@ -230,7 +235,7 @@ std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, 
   for (const auto& p : spec.params()) {
     if (p.required && !table.contains(p.key))
       diagnostics.push_back({source_of(table), label + " is missing the required key '" + p.key + "'" +
-                                                   (p.doc.empty() ? "" : " (" + p.doc + ")")});
+                                                   (p.doc.empty() ? "" : " (" + without_final_period(p.doc) + ")")});
   }
   for (const auto& set : spec.exclusive_sets()) {
     // Reported at the key written last: that is where the contradiction starts.
