@@ -27,7 +27,8 @@ if ((${#missing[@]})); then
   echo "bootstrap: installing Debian packages: ${missing[*]}"
   sudo_cmd=""; [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+    > "${TMPDIR:-/tmp}/ftcore-apt.log" 2>&1 || { cat "${TMPDIR:-/tmp}/ftcore-apt.log"; exit 1; }
 fi
 
 # The venv is rebuilt only when requirements.txt changes (its hash is stamped).
