@@ -197,6 +197,12 @@ void write_file(const fs::path& path, const sdk::TensorMap& tensors) {
     out.flush();
     if (!out) throw FormatError("write to " + tmp.string() + " failed");
   }
+  // Data reaches the disk before the name does: a crash leaves the old file or the new one.
+  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
   fs::rename(tmp, path);
 }
 

@@ -83,7 +83,8 @@ class RecipeValidator {
     }
     auto name = name_node->value_exact<std::string>();
     if (!name) {
-      diagnostics_.push_back({source_of(*name_node), "name in " + label + " must be a string"});
+      diagnostics_.push_back({source_of(*name_node), "name in " + label + " must be a string naming the " +
+                                                         s.section + " (known: " + known(s.kind) + ")"});
       return std::nullopt;
     }
     const RegistryEntry* entry = registry_.find(s.kind, *name);
@@ -187,9 +188,12 @@ Recipe validate_recipe(const toml::table& root, const fs::path& path, const Plug
         if (auto c = v.component(*t, s, "[[logger]] #" + std::to_string(i + 1))) found.push_back(std::move(*c));
       }
     } else {
+      // `optimizer = "adamw"` is a likely first guess: show the section it means.
+      const auto name = node->value_exact<std::string>();
       v.diagnostics().push_back({source_of(*node), std::string(s.section) + " must be a table: write [" +
                                                        s.section + "]" +
-                                                       (s.kind == sdk::ComponentKind::Logger ? " or [[logger]]" : "")});
+                                                       (s.kind == sdk::ComponentKind::Logger ? " or [[logger]]" : "") +
+                                                       (name ? " with name = \"" + *name + "\"" : "")});
     }
     switch (s.kind) {
       case sdk::ComponentKind::Adapter: if (!found.empty()) recipe.adapter = found[0]; break;

@@ -44,6 +44,13 @@ size_t byte_offset(std::string_view line, size_t column) {
   return line.size();
 }
 
+// 1-based code-point column of byte offset `offset` in `line`.
+int column_of(std::string_view line, size_t offset) {
+  int column = 1;
+  for (size_t i = 0; i < offset && i < line.size(); ++i) column += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
+  return column;
+}
+
 struct SyntaxProblem {
   std::string message;
   int column;
@@ -73,10 +80,15 @@ SyntaxProblem syntax_problem(const toml::parse_error& e, std::string_view text) 
     const std::string word(line.substr(begin, end - begin));
     if (!word.empty() && std::isalpha(static_cast<unsigned char>(word[0])) && begin > 0 &&
         std::string_view("=[,{ \t").find(line[begin - 1]) != std::string_view::npos) {
-      int word_column = 1;  // code points before `begin`
-      for (size_t i = 0; i < begin; ++i) word_column += (static_cast<unsigned char>(line[i]) & 0xC0) != 0x80;
-      return {word + " is not a TOML value; text needs quotes: \"" + word + "\"", word_column};
+      return {word + " is not a TOML value; text needs quotes: \"" + word + "\"", column_of(line, begin)};
     }
+  }
+  // toml++ points a redefined key at its value; the key is what to fix.
+  if (description.find("cannot redefine existing") != std::string::npos && description.back() == '\'') {
+    const size_t open = description.rfind('\'', description.size() - 2);
+    const std::string key = description.substr(open + 1, description.size() - open - 2);
+    const size_t found = line.rfind(key, at);
+    if (!key.empty() && found != std::string_view::npos) return {description, column_of(line, found)};
   }
   return {description, column};
 }

@@ -1,7 +1,8 @@
 // One TOML table against one ParamSpec: types, ranges, choices, required
 // keys, unknown keys ("did you mean"), mutually exclusive keys.
-#include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <tuple>
 #include <type_traits>
 
@@ -36,15 +37,18 @@ const char* toml_type_name(const toml::node& n) {
   }
 }
 
-// A float the way a person would write it: shortest round-trip digits
-// (0.999, not 0.99899999999999999), always recognisable as a float.
+// A float the way a person would write it: the fewest %g digits that read
+// back exactly (0.999, not 0.99899999999999999), recognisable as a float.
 std::string shown_float(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buffer[64];
-  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, v);
-  std::string s(buffer, ec == std::errc() ? end : buffer);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  char buffer[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", digits, v);
+    if (std::strtod(buffer, nullptr) == v) break;
+  }
+  std::string s(buffer);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }
 
@@ -225,8 +229,8 @@ std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, 
       const std::vector<std::string> keys = declared_keys(spec);
       std::string hint = closest_match(k, keys);
       std::string help = !hint.empty()   ? "; did you mean '" + hint + "'?"
-                         : keys.empty() ? " (it takes no keys)"
-                                        : " (keys: " + join(keys) + ")";
+                         : keys.empty() ? "; it takes no keys"
+                                        : "; known keys: " + join(keys);
       diagnostics.push_back({source_of(key, node), "unknown key '" + k + "' in " + label + help});
       continue;
     }
