@@ -76,6 +76,17 @@ class RecipeValidator {
   std::optional<ComponentConfig> component(const toml::table& table, const ComponentSection& s,
                                            const std::string& label) {
     const toml::node* name_node = table.get("name");
+    // `--set optimizer.lr=1e-4` on a recipe without [optimizer] tunes the
+    // default component; a section written in a file must say which one.
+    const bool made_by_set = table.source().path && table.source().path->rfind("--set", 0) == 0;
+    if (!name_node && made_by_set && s.default_name) {
+      if (auto c = default_component(s)) {
+        c->options = sdk::Options(c->entry->params, validate_table(table, *c->entry->params,
+                                                                   label + " (" + s.default_name + ")", {}, diagnostics_));
+        return c;
+      }
+      return std::nullopt;
+    }
     if (!name_node) {
       diagnostics_.push_back({source_of(table), label + " needs name = \"...\" choosing the " + s.section +
                                                     " (known: " + known(s.kind) + ")"});
