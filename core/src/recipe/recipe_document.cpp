@@ -252,7 +252,8 @@ void apply_override(toml::table& root, const std::string& item, std::vector<Diag
       const long index = std::strtol(part.c_str(), &end, 10);
       if (*end != '\0' || index < 0 || static_cast<size_t>(index) >= a->size()) {
         diagnostics.push_back({where, "'" + part + "' is not an index of " + walked + ": it has " +
-                                          std::to_string(a->size()) + " entries, numbered from 0"});
+                                          std::to_string(a->size()) + (a->size() == 1 ? " entry" : " entries") +
+                                          ", numbered from 0"});
         return;
       }
       container = a->get(static_cast<size_t>(index));
