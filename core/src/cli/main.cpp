@@ -24,6 +24,7 @@ const char* kUsage =
     "  run RECIPE        fine-tune as the recipe says\n"
     "  validate RECIPE   check a recipe; all errors as file:line:col (exit 2)\n"
     "  plugins           list components; `plugins describe NAME` shows parameters\n"
+    "  convert IN OUT    a GGUF model to an HF folder\n"
     "\n"
     "Global options:\n"
     "  --version         ftcore, libtorch, C++ ABI and CUDA facts\n"
@@ -69,7 +70,8 @@ int dispatch(std::vector<std::string> args) {
   if (command == "run") return ftcore::cli::run_command(rest);
   if (command == "validate") return ftcore::cli::validate_command(rest);
   if (command == "plugins") return ftcore::cli::plugins_command(rest);
-  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins"});
+  if (command == "convert") return ftcore::cli::convert_command(rest);
+  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert"});
   throw boost::program_options::error("unknown command '" + command + "'" +
                                       (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
 }

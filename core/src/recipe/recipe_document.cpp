@@ -84,7 +84,8 @@ SyntaxProblem syntax_problem(const toml::parse_error& e, std::string_view text) 
     }
   }
   // toml++ points a redefined key at its value; the key is what to fix.
-  if (description.find("cannot redefine existing") != std::string::npos && description.back() == '\'') {
+  if (description.find("cannot redefine existing") != std::string::npos && description.size() > 2 &&
+      description.back() == '\'') {
     const size_t open = description.rfind('\'', description.size() - 2);
     const std::string key = description.substr(open + 1, description.size() - open - 2);
     const size_t found = line.rfind(key, at);

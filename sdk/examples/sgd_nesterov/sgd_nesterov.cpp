@@ -32,8 +32,9 @@ SgdNesterovOptions sgd_nesterov_options_from(const sdk::Options& options) {
       .set_weight_decay(options.get_float("weight_decay"))
       .set_nesterov(options.get_bool("nesterov"));
   if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-    throw std::invalid_argument("sgd_nesterov: nesterov = true needs momentum > 0 and dampening = 0, got momentum = " +
-                                std::to_string(o.momentum) + ", dampening = " + std::to_string(o.dampening) +
+    throw std::invalid_argument("nesterov = true needs momentum > 0 and dampening = 0, got momentum = " +
+                                sdk::format_param_value(o.momentum) + ", dampening = " +
+                                sdk::format_param_value(o.dampening) +
                                 "; set nesterov = false for damped classical momentum");
   }
   return o;

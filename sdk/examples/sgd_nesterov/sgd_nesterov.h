@@ -3,8 +3,9 @@
 // An out-of-tree example: it includes only ftcore SDK headers and libtorch,
 // and is built against an INSTALLED ftcore (see README.md).
 //
-// The update of one parameter p with gradient g at step t (mu = momentum,
-// tau = dampening, lambda = weight_decay, lr = base lr x the group's lr_scale):
+// The update of one parameter p with gradient g (mu = momentum, tau =
+// dampening, lambda = weight_decay, lr = base lr x the group's lr_scale x the
+// scheduler's factor; b: the momentum buffer, d: the step direction):
 //
 //   g   <- g + lambda * p                    L2 weight decay (coupled, as SGD does it)
 //   b   <- g                                 first step: the buffer starts at g, undamped
@@ -18,7 +19,10 @@
 //
 // Sutskever, Martens, Dahl & Hinton, "On the importance of initialization and
 // momentum in deep learning", ICML 2013, https://proceedings.mlr.press/v28/sutskever13.html
-// (the reformulation used here is torch's; see torch/optim/sgd.py).
+// The form above is torch's (torch/optim/sgd.py): it applies the look-ahead
+// to the gradient instead of evaluating it at p + mu * v, which gives the same
+// iterates in terms of the shifted parameters (Bengio et al. 2012,
+// "Advances in optimizing recurrent networks", https://arxiv.org/abs/1212.0901).
 //
 // State per parameter: one tensor, the momentum buffer, in the parameter's
 // dtype and device; saved by parameter name as "<name>.momentum_buffer" in the

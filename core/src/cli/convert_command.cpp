@@ -1,0 +1,46 @@
+// `ftcore convert IN.gguf OUT_DIR [--dtype fp32|bf16|fp16]`: a GGUF model to
+// an HF folder (see ftcore/gguf_convert.h).
+#include <iostream>
+
+#include <boost/program_options.hpp>
+
+#include "commands.h"
+#include "ftcore/gguf_convert.h"
+
+namespace po = boost::program_options;
+
+namespace ftcore::cli {
+
+int convert_command(const std::vector<std::string>& args) {
+  po::options_description visible(
+      "Usage: ftcore convert IN.gguf OUT_DIR [options]\n\nWrites an HF model folder (safetensors, config.json, "
+      "tokenizer.json, tokenizer_config.json) from a GGUF file.\n\nOptions");
+  std::string dtype_text = "fp32";
+  std::vector<std::string> paths;
+  visible.add_options()("help,h", "show this help")(
+      "dtype", po::value(&dtype_text), "weights dtype: fp32 (default, exact), bf16 or fp16");
+  po::options_description all;
+  all.add(visible).add_options()("paths", po::value(&paths));
+  po::positional_options_description positional;
+  positional.add("paths", 2);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << visible << "\n";
+    return kExitOk;
+  }
+  if (paths.size() != 2) throw po::error("convert needs IN.gguf and OUT_DIR");
+  at::ScalarType dtype;
+  if (dtype_text == "fp32") dtype = at::kFloat;
+  else if (dtype_text == "bf16") dtype = at::kBFloat16;
+  else if (dtype_text == "fp16") dtype = at::kHalf;
+  else throw po::error("--dtype must be fp32, bf16 or fp16, got '" + dtype_text + "'");
+  ConvertReport r = convert_gguf_to_hf(paths[0], paths[1], dtype);
+  std::cout << "converted " << paths[0] << " (" << r.architecture << ", " << r.tensors << " tensors, "
+            << r.parameters << " parameters" << (r.tied_embeddings ? ", tied embeddings" : "") << ") -> "
+            << paths[1] << "\n";
+  return kExitOk;
+}
+
+}  // namespace ftcore::cli

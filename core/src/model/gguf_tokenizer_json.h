@@ -1,0 +1,14 @@
+// tokenizer.json and tokenizer_config.json (HF tokenizers' format) from a
+// GGUF file's tokenizer metadata; byte-level BPE ("gpt2") vocabularies only.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "ftcore/gguf.h"
+
+namespace ftcore {
+
+nlohmann::ordered_json gguf_tokenizer_json(const gguf::File& file);
+nlohmann::ordered_json gguf_tokenizer_config_json(const gguf::File& file);
+
+}  // namespace ftcore
