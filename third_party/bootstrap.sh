@@ -11,12 +11,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="$here/venv"
 requirements="$here/requirements.txt"
 
+# bsdgames: its quiz files become the default dataset (setup_defaults.sh).
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.74-dev libboost-program-options1.74-dev libboost-filesystem1.74-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv
+  bsdgames
 )
 
 missing=()

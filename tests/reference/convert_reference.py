@@ -142,7 +142,7 @@ def main():
             compare(ftcore, default, os.path.join(tmp, "default-hf"), "default model")
         else:
             print(f"SKIPPED the default-model comparison: {default or '(no path)'} is not present "
-                  f"(third_party/setup_default_model.sh fetches it)")
+                  f"(third_party/setup_defaults.sh fetches it)")
 
 
 if __name__ == "__main__":

