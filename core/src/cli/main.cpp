@@ -25,6 +25,7 @@ const char* kUsage =
     "  validate RECIPE   check a recipe; all errors as file:line:col (exit 2)\n"
     "  plugins           list components; `plugins describe NAME` shows parameters\n"
     "  convert IN OUT    a GGUF model to an HF folder\n"
+    "  data inspect R    the recipe's dataset as the trainer sees it (tokens, masks)\n"
     "\n"
     "Global options:\n"
     "  --version         ftcore, libtorch, C++ ABI and CUDA facts\n"
@@ -71,7 +72,8 @@ int dispatch(std::vector<std::string> args) {
   if (command == "validate") return ftcore::cli::validate_command(rest);
   if (command == "plugins") return ftcore::cli::plugins_command(rest);
   if (command == "convert") return ftcore::cli::convert_command(rest);
-  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert"});
+  if (command == "data") return ftcore::cli::data_command(rest);
+  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert", "data"});
   throw boost::program_options::error("unknown command '" + command + "'" +
                                       (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
 }
