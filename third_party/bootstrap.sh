@@ -12,6 +12,8 @@ venv="$here/venv"
 requirements="$here/requirements.txt"
 
 # bsdgames: its quiz files become the default dataset (setup_defaults.sh).
+# libicu-dev: Unicode normalizers (NFC...) of tokenizers such as Qwen2's.
+# wamerican, manpages: text for the tokenizer test corpus (make_tokenizer_corpus.py).
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.74-dev libboost-program-options1.74-dev libboost-filesystem1.74-dev
@@ -19,6 +21,7 @@ apt_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv
   bsdgames
+  libicu-dev wamerican manpages
 )
 
 missing=()

