@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "command_line.h"
 #include "commands.h"
 #include "ftcore/gguf_convert.h"
 
@@ -17,19 +18,8 @@ int convert_command(const std::vector<std::string>& args) {
       "tokenizer.json, tokenizer_config.json) from a GGUF file.\n\nOptions");
   std::string dtype_text = "fp32";
   std::vector<std::string> paths;
-  visible.add_options()("help,h", "show this help")(
-      "dtype", po::value(&dtype_text), "weights dtype: fp32 (default, exact), bf16 or fp16");
-  po::options_description all;
-  all.add(visible).add_options()("paths", po::value(&paths));
-  po::positional_options_description positional;
-  positional.add("paths", 2);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return kExitOk;
-  }
+  visible.add_options()("dtype", po::value(&dtype_text), "weights dtype: fp32 (default, exact), bf16 or fp16");
+  if (!parse_subcommand(args, visible, paths, 2)) return kExitOk;
   if (paths.size() != 2) throw po::error("convert needs IN.gguf and OUT_DIR");
   at::ScalarType dtype;
   if (dtype_text == "fp32") dtype = at::kFloat;

@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "command_line.h"
 #include "commands.h"
 #include "ftcore/dataset.h"
 #include "session.h"
@@ -45,20 +46,10 @@ int data_command(const std::vector<std::string>& args) {
       "text, and which tokens are loss targets.\n\nOptions");
   std::vector<std::string> positional_args, overrides, plugin_paths;
   int64_t rows = 3;
-  visible.add_options()("help,h", "show this help")("rows", po::value(&rows), "rows to show (default 3)")(
+  visible.add_options()("rows", po::value(&rows), "rows to show (default 3)")(
       "set", po::value(&overrides)->composing(), "override a key: --set data.format=completion (repeatable)")(
       "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder, searched first (repeatable)");
-  po::options_description all;
-  all.add(visible).add_options()("args", po::value(&positional_args));
-  po::positional_options_description positional;
-  positional.add("args", -1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return kExitOk;
-  }
+  if (!parse_subcommand(args, visible, positional_args)) return kExitOk;
   if (positional_args.size() != 2 || positional_args[0] != "inspect")
     throw po::error("expected `ftcore data inspect RECIPE`");
 

@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include "command_line.h"
 #include "commands.h"
 #include "ftcore/diagnostics.h"
 #include "ftcore/plugin_loader.h"
@@ -44,23 +45,13 @@ int plugins_command(const std::vector<std::string>& args) {
   std::string kind_text;
   std::vector<std::string> positional_args, plugin_paths;
   bool json = false, markdown = false;
-  visible.add_options()("help,h", "show this help")("kind", po::value(&kind_text),
+  visible.add_options()("kind", po::value(&kind_text),
                                                     "only this kind: optimizer, scheduler, adapter, quantizer, "
                                                     "sampler, logger")(
       "json", po::bool_switch(&json), "machine-readable output")(
       "markdown", po::bool_switch(&markdown), "the recipe reference (docs/recipes.md)")(
       "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder, searched first (repeatable)");
-  po::options_description all;
-  all.add(visible).add_options()("args", po::value(&positional_args));
-  po::positional_options_description positional;
-  positional.add("args", -1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return kExitOk;
-  }
+  if (!parse_subcommand(args, visible, positional_args)) return kExitOk;
 
   PluginRegistry registry;
   PluginSearchOptions search;

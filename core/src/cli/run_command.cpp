@@ -8,6 +8,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "command_line.h"
 #include "commands.h"
 #include "session.h"
 
@@ -17,24 +18,15 @@ namespace ftcore::cli {
 
 int run_command(const std::vector<std::string>& args) {
   po::options_description visible("Usage: ftcore run RECIPE [options]\n\nFine-tunes a model as the recipe says.\n\nOptions");
-  std::string recipe, output_dir;
-  std::vector<std::string> overrides, plugin_paths;
-  visible.add_options()("help,h", "show this help")(
+  std::string output_dir;
+  std::vector<std::string> positionals, overrides, plugin_paths;
+  visible.add_options()(
       "set", po::value(&overrides)->composing(), "override a key: --set optimizer.lr=3e-4 (repeatable)")(
       "output-dir", po::value(&output_dir), "parent folder of the run folder (overrides train.output_dir)")(
       "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder, searched first (repeatable)");
-  po::options_description all;
-  all.add(visible).add_options()("recipe", po::value(&recipe));
-  po::positional_options_description positional;
-  positional.add("recipe", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return kExitOk;
-  }
-  if (recipe.empty()) throw po::error("run needs a RECIPE file");
+  if (!parse_subcommand(args, visible, positionals, 1)) return kExitOk;
+  if (positionals.empty()) throw po::error("run needs a RECIPE file");
+  const std::string& recipe = positionals[0];
   if (!output_dir.empty()) overrides.push_back("train.output_dir=" + output_dir);
 
   auto loaded = load_and_validate(recipe, overrides, plugin_paths);

@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "command_line.h"
 #include "commands.h"
 #include "session.h"
 
@@ -14,25 +15,15 @@ namespace ftcore::cli {
 int validate_command(const std::vector<std::string>& args) {
   po::options_description visible("Usage: ftcore validate RECIPE [options]\n\nChecks a recipe against every "
                                   "component's parameters and reports all errors at once.\n\nOptions");
-  std::string recipe;
-  std::vector<std::string> overrides, plugin_paths;
+  std::vector<std::string> positionals, overrides, plugin_paths;
   bool print_lock = false;
-  visible.add_options()("help,h", "show this help")(
+  visible.add_options()(
       "set", po::value(&overrides)->composing(), "override a key: --set optimizer.lr=3e-4 (repeatable)")(
       "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder, searched first (repeatable)")(
       "print-resolved", po::bool_switch(&print_lock), "print the recipe with every key resolved");
-  po::options_description all;
-  all.add(visible).add_options()("recipe", po::value(&recipe));
-  po::positional_options_description positional;
-  positional.add("recipe", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return kExitOk;
-  }
-  if (recipe.empty()) throw po::error("validate needs a RECIPE file");
+  if (!parse_subcommand(args, visible, positionals, 1)) return kExitOk;
+  if (positionals.empty()) throw po::error("validate needs a RECIPE file");
+  const std::string& recipe = positionals[0];
 
   auto loaded = load_and_validate(recipe, overrides, plugin_paths);
   if (print_lock) {
