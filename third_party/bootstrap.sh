@@ -14,6 +14,7 @@ requirements="$here/requirements.txt"
 # bsdgames: its quiz files become the default dataset (setup_defaults.sh).
 # libicu-dev: Unicode normalizers (NFC...) of tokenizers such as Qwen2's.
 # wamerican, manpages: text for the tokenizer test corpus (make_tokenizer_corpus.py).
+# clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz).
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.74-dev libboost-program-options1.74-dev libboost-filesystem1.74-dev
@@ -22,6 +23,7 @@ apt_packages=(
   python3-venv
   bsdgames
   libicu-dev wamerican manpages
+  clang libclang-rt-14-dev
 )
 
 missing=()
