@@ -12,7 +12,7 @@
 // examples of the (fewer than W) padding rows twice; with it, each rank's
 // short last batch is dropped.
 //
-// Packing efficiency (packing_efficiency.h): example tokens / (rows x
+// Packing efficiency (ftcore/sdk/packing_efficiency.h): example tokens / (rows x
 // sequence_len).
 #include <memory>
 #include <stdexcept>

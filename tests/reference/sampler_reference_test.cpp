@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "packing_efficiency.h"
+#include "ftcore/sdk/packing_efficiency.h"
 #include "test_support.h"
 
 namespace ftcore {
@@ -164,7 +164,7 @@ void expect_matches_reference(const std::string& sampler) {
       const std::vector<sdk::Batch> batches = ours->batches(input, epoch);
       EXPECT_EQ(first_difference(nested(batches), run.at("batches").get<Batches>()), "");
       if (run.contains("efficiency")) {
-        EXPECT_NEAR(plugins::samplers::packing_efficiency(batches, c.lengths, c.sequence_len),
+        EXPECT_NEAR(sdk::packing_efficiency(batches, c.lengths, c.sequence_len),
                     run.at("efficiency").get<double>(), 1e-12);
       }
       ++runs;
@@ -299,8 +299,8 @@ TEST(SamplerMultipack, PackingEfficiencyIsTokensOverRowBudget) {
   // FFD: 400 opens row 0 (room 112), 300 row 1 (212), 200 joins row 1, 100 row 0.
   const std::vector<int64_t> lengths = {300, 200, 100, 400};
   const auto batches = make_sampler("multipack")->batches(input_of(lengths, 2, 512, 0, 0, 1), 0);
-  EXPECT_EQ(plugins::samplers::packing_efficiency(batches, lengths, 512), 1000.0 / 1024.0);
-  EXPECT_EQ(plugins::samplers::packing_efficiency({}, lengths, 512), 0.0);
+  EXPECT_EQ(sdk::packing_efficiency(batches, lengths, 512), 1000.0 / 1024.0);
+  EXPECT_EQ(sdk::packing_efficiency({}, lengths, 512), 0.0);
 }
 
 TEST(SamplerMultipack, EfficiencyOnShortQaPairsIsAtLeast95Percent) {
@@ -312,7 +312,7 @@ TEST(SamplerMultipack, EfficiencyOnShortQaPairsIsAtLeast95Percent) {
       std::vector<sdk::Batch> all;
       for (const auto& batches : every_rank(*sampler, input_of(lengths, 4, 512, 0, 0, world), 0))
         all.insert(all.end(), batches.begin(), batches.end());
-      const double efficiency = plugins::samplers::packing_efficiency(all, lengths, 512);
+      const double efficiency = sdk::packing_efficiency(all, lengths, 512);
       std::printf("multipack efficiency, n=%lld lengths 20..120, sequence_len 512, W=%lld: %.5f\n",
                   static_cast<long long>(n), static_cast<long long>(world), efficiency);
       EXPECT_GE(efficiency, 0.95) << "n=" << n << " W=" << world;

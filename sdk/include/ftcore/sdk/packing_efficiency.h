@@ -9,8 +9,8 @@
 // row that DistributedSampler-style padding repeats counts each time, since
 // it is trained each time. 0 when there are no rows.
 //
-// Header-only, with no dependency beyond the SDK, so that the trainer (for
-// its logs) and the tests can use it without linking the plugin library.
+// Header-only and in the SDK, so that the trainer (for
+// its logs), benchmarks and tests use it without depending on a plugin.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +18,13 @@
 
 #include "ftcore/sdk/sampler.h"
 
-namespace ftcore::plugins::samplers {
+namespace ftcore::sdk {
 
-inline double packing_efficiency(const std::vector<sdk::Batch>& batches, const std::vector<int64_t>& lengths,
+inline double packing_efficiency(const std::vector<Batch>& batches, const std::vector<int64_t>& lengths,
                                  int64_t sequence_len) {
   int64_t tokens = 0;
   int64_t rows = 0;
-  for (const sdk::Batch& batch : batches) {
+  for (const Batch& batch : batches) {
     for (const std::vector<int64_t>& row : batch.rows) {
       ++rows;
       for (int64_t example : row) tokens += lengths[static_cast<size_t>(example)];
@@ -34,4 +34,4 @@ inline double packing_efficiency(const std::vector<sdk::Batch>& batches, const s
   return static_cast<double>(tokens) / (static_cast<double>(rows) * static_cast<double>(sequence_len));
 }
 
-}  // namespace ftcore::plugins::samplers
+}  // namespace ftcore::sdk
