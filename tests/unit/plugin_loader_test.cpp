@@ -171,3 +171,20 @@ TEST(PluginSearchPath, AnEarlierFolderShadowsALibraryOfTheSameName) {
   EXPECT_EQ(registry.find(sdk::ComponentKind::Logger, "fixture_good")->library_path().parent_path(),
             fs::canonical(first.path()));
 }
+
+TEST(PluginLoader, AnErrorFromAPluginOutlivesTheObjectThatThrewIt) {
+  // The logger (and the registry) die while the exception unwinds; the
+  // c10::Error still points into the library, so the library must stay mapped.
+  std::string message;
+  try {
+    PluginRegistry registry;
+    load_plugin_library(fixture("good"), registry);
+    const RegistryEntry* e = registry.find(sdk::ComponentKind::Logger, "fixture_good");
+    auto logger = registry.create_logger(*e, ftcore::testing::options_for(*e));
+    logger->log_text(1, "fail", "on purpose");
+  } catch (const std::exception& e) {
+    message = e.what();  // would read unmapped memory if the library were gone
+  }
+  EXPECT_NE(message.find("fixture failure: on purpose"), std::string::npos) << message;
+  EXPECT_NE(message.find("fixture_plugin.cpp"), std::string::npos) << message;
+}

@@ -1,6 +1,9 @@
 // PluginRegistry: entries by kind/name, creation with library lifetime.
 #include "ftcore/registry.h"
 
+#include <exception>
+#include <mutex>
+
 #include "ftcore/plugin_loader.h"
 #include "ftcore/sdk/adapter.h"
 #include "ftcore/sdk/logger.h"
@@ -23,13 +26,27 @@ std::string describe_origin(const LibraryHandle& library) {
   return library ? library->path().string() : std::string("(built into ftcore)");
 }
 
+// Libraries whose last object died while an exception was in flight: the
+// exception may point into the library (c10::Error keeps the file name of
+// its TORCH_CHECK as a pointer into the plugin's data), so the library stays
+// mapped until the process exits.
+void keep_until_exit(const LibraryHandle& library) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<LibraryHandle>();  // never destroyed: exit unmaps everything
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(library);
+}
+
 // Wraps a freshly created object so its deleter keeps the plugin library
 // loaded until the object's destructor (plugin code) has run.
 template <typename T>
 std::shared_ptr<T> hold_library(std::unique_ptr<T> object, const RegistryEntry& entry) {
   if (!object) throw std::runtime_error(entry.key() + ": the plugin's factory returned nothing");
   LibraryHandle library = entry.library;
-  return std::shared_ptr<T>(object.release(), [library](T* p) { delete p; });
+  return std::shared_ptr<T>(object.release(), [library](T* p) {
+    delete p;
+    if (library && std::uncaught_exceptions() > 0) keep_until_exit(library);
+  });
 }
 
 template <typename Factory>

@@ -2,17 +2,24 @@
 #include "ftcore/runtime.h"
 
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/util/Logging.h>
 
 #include "ftcore/build_info.h"
 
 namespace ftcore {
 
 int init_runtime() {
+  // c10 errors would otherwise append a symbolized C++ backtrace of dozens of
+  // frames to every message a user sees; FTCORE_CPP_BACKTRACES=1 keeps them.
+  const char* traces = std::getenv("FTCORE_CPP_BACKTRACES");
+  if (!traces || std::string(traces) != "1") c10::SetStackTraceFetcher(std::function<std::string()>([] { return std::string(); }));
+
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   if (const char* env = std::getenv("FTCORE_NUM_THREADS")) {
     int n = std::atoi(env);

@@ -1,0 +1,3 @@
+// The Lion element loop built for the avx512 instruction set (flags in CMakeLists.txt).
+#define FTCORE_KERNEL_FACTORY avx512_kernels
+#include "lion_kernel_impl.h"

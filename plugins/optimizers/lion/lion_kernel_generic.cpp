@@ -1,0 +1,3 @@
+// The Lion element loop built for the generic instruction set (flags in CMakeLists.txt).
+#define FTCORE_KERNEL_FACTORY generic_kernels
+#include "lion_kernel_impl.h"
