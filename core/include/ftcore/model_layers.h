@@ -1,0 +1,151 @@
+// The building blocks of ftcore::Model (model.h), as torch::nn::Modules whose
+// registered names are transformers' (model.layers.N.self_attn.q_proj ...),
+// so named parameters and Linear slot paths are HF module paths.
+//
+// Shapes: B batch, T new tokens, S keys (cached + new), C hidden,
+// H query heads, G key/value heads, D head size, F the MLP width.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include "ftcore/model_cache.h"
+#include "ftcore/model_config.h"
+#include "ftcore/sdk/model_view.h"
+
+namespace ftcore::model {
+
+// y = x W^T + b, W [out, in]: the module every Linear slot starts with.
+class DenseLinear : public sdk::LinearModule {
+ public:
+  DenseLinear(int64_t in_features, int64_t out_features, bool with_bias, const c10::TensorOptions& options);
+  // Shares `weight` (tied lm_head = embed_tokens.weight).
+  explicit DenseLinear(const at::Tensor& weight);
+  at::Tensor forward(const at::Tensor& x) override;
+  int64_t in_features() const override { return weight_.size(1); }
+  int64_t out_features() const override { return weight_.size(0); }
+  at::Tensor dense_weight() const override { return weight_; }
+  at::Tensor bias() const override { return bias_; }
+
+ private:
+  at::Tensor weight_, bias_;
+};
+
+class Embedding : public torch::nn::Module {
+ public:
+  Embedding(int64_t vocab_size, int64_t hidden_size, const c10::TensorOptions& options);
+  at::Tensor forward(const at::Tensor& ids) const;  // [B, T] -> [B, T, C]
+  const at::Tensor& weight() const { return weight_; }
+
+ private:
+  at::Tensor weight_;
+};
+
+// RMSNorm (Zhang & Sennrich, https://arxiv.org/abs/1910.07467):
+// y = w * (x / sqrt(mean(x^2) + eps)), the statistic in fp32.
+class RmsNorm : public torch::nn::Module {
+ public:
+  RmsNorm(int64_t hidden_size, double eps, const c10::TensorOptions& options);
+  at::Tensor forward(const at::Tensor& x) const;
+
+ private:
+  at::Tensor weight_;
+  double eps_;
+};
+
+// Rotary position embedding tables for one forward call.
+class RotaryEmbedding {
+ public:
+  explicit RotaryEmbedding(const ModelConfig& config);
+  // cos, sin [B, T, D] in `dtype` for positions [B, T].
+  std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions, c10::ScalarType dtype) const;
+  // The inverse frequencies [D/2] (fp32) a forward whose largest position + 1 is `seq_len` uses.
+  at::Tensor inverse_frequencies(int64_t seq_len) const;
+
+ private:
+  ModelConfig config_;
+  at::Tensor base_inv_freq_;  // fp32, CPU
+};
+
+// How one layer's attention is masked: is_causal with no mask (plain causal
+// rows), or a boolean mask [B, 1, T, S] (true = may attend).
+struct AttentionMask {
+  at::Tensor mask;
+  bool is_causal = false;
+};
+
+// Everything attention needs that is the same for all layers of a forward.
+struct AttentionInputs {
+  at::Tensor cos, sin;                    // [B, T, D]
+  std::map<int64_t, AttentionMask> masks;  // by sliding window (0 = full attention)
+  const AttentionMask& mask_for(int64_t window) const { return masks.at(window); }
+};
+
+// Sequence ids [B, T] (>= 0 tokens, -1 padding) from a ForwardInput's
+// sequence_ids, else its attention_mask, else all zeros.
+at::Tensor resolve_sequence_ids(const at::Tensor& input_ids, const at::Tensor& attention_mask,
+                                const at::Tensor& sequence_ids);
+// Each token's index within its own sequence, counting the cached ones
+// (`past` [B, S] or undefined); padding gets 0. [B, T] int64.
+at::Tensor default_positions(const at::Tensor& sequence_ids, const at::Tensor& past_sequence_ids);
+// Query i (absolute index past + i) may attend key j when j <= past + i,
+// both carry the same id >= 0, and (with a window W) past + i - j < W;
+// a padding query attends to itself only, so no softmax row is empty.
+AttentionMask build_attention_mask(const at::Tensor& sequence_ids, const at::Tensor& past_sequence_ids,
+                                   int64_t window);
+
+class Attention : public torch::nn::Module {
+ public:
+  Attention(const ModelConfig& config, int64_t layer_index, const c10::TensorOptions& options);
+  at::Tensor forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache);  // [B,T,C]
+  std::shared_ptr<sdk::LinearModule> q_proj, k_proj, v_proj, o_proj;
+
+ private:
+  int64_t layer_index_, num_heads_, num_kv_heads_, head_dim_, window_;
+};
+
+// SwiGLU (Shazeer, https://arxiv.org/abs/2002.05202): down(silu(gate(x)) * up(x)).
+class Mlp : public torch::nn::Module {
+ public:
+  Mlp(const ModelConfig& config, const c10::TensorOptions& options);
+  at::Tensor forward(const at::Tensor& x);
+  std::shared_ptr<sdk::LinearModule> gate_proj, up_proj, down_proj;
+};
+
+class DecoderLayer : public torch::nn::Module {
+ public:
+  DecoderLayer(const ModelConfig& config, int64_t layer_index, const c10::TensorOptions& options);
+  at::Tensor forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache);
+  std::shared_ptr<Attention> self_attn;
+  std::shared_ptr<Mlp> mlp;
+  std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
+};
+
+// Runs `layer` without keeping its activations; backward recomputes them
+// (the layer must be deterministic: no dropout here, so it is).
+at::Tensor checkpoint_layer(const std::shared_ptr<DecoderLayer>& layer, const at::Tensor& x,
+                            const AttentionInputs& inputs);
+
+// "model" (embed_tokens, layers.N, norm) and "lm_head", as in transformers.
+class DecoderStack : public torch::nn::Module {
+ public:
+  DecoderStack(const ModelConfig& config, const c10::TensorOptions& options);
+  std::shared_ptr<Embedding> embed_tokens;
+  std::vector<std::shared_ptr<DecoderLayer>> layers;
+  std::shared_ptr<RmsNorm> norm;
+};
+
+class CausalLM : public torch::nn::Module {
+ public:
+  CausalLM(const ModelConfig& config, const c10::TensorOptions& options);
+  std::shared_ptr<DecoderStack> model;
+  std::shared_ptr<sdk::LinearModule> lm_head;
+};
+
+}  // namespace ftcore::model
