@@ -1,6 +1,7 @@
 // Base of every ftcore optimizer: named groups, lr scaling, state headers.
 #include "ftcore/sdk/optimizer.h"
 
+#include <sstream>
 #include <stdexcept>
 
 namespace ftcore::sdk {
@@ -44,6 +45,40 @@ bool Optimizer::check_state_header(const TensorMap& state) const {
                              std::to_string(kOptimizerStateSchemaVersion) + ")");
   auto family = state.metadata.find(kStateFamilyKey);
   return family != state.metadata.end() && family->second == this->family();
+}
+
+bool Optimizer::accept_state(const TensorMap& state, StateConversion conversion) const {
+  if (check_state_header(state)) return true;
+  if (conversion == StateConversion::Reset) return false;
+  auto writer = state.metadata.find(kStateOptimizerKey);
+  throw std::runtime_error(name() + " cannot convert optimizer state written by " +
+                           (writer == state.metadata.end() ? std::string("an unknown optimizer") : writer->second) +
+                           "; set train.state_conversion = \"reset\" to start its state afresh");
+}
+
+TensorMap Optimizer::new_state() const {
+  TensorMap out;
+  out.metadata[kStateSchemaKey] = std::to_string(kOptimizerStateSchemaVersion);
+  out.metadata[kStateOptimizerKey] = name();
+  out.metadata[kStateFamilyKey] = family();
+  return out;
+}
+
+void Optimizer::check_fused_cpu_parameter(size_t group, size_t index) const {
+  const at::Tensor& p = param_groups_.at(group).params().at(index);
+  const std::string& n = group_info(group).param_names.at(index);
+  auto fail = [&](const std::string& what) { throw std::invalid_argument(name() + ": parameter " + n + " " + what); };
+  std::ostringstream device;
+  device << p.device();
+  if (!p.device().is_cpu()) fail("is on " + device.str() + "; this build updates CPU tensors only");
+  if (p.grad().is_sparse()) fail("has a sparse gradient, which is not supported");
+  if (!p.is_contiguous() || !p.grad().is_contiguous()) fail("or its gradient is not contiguous");
+  const auto dtype = p.scalar_type();
+  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf)
+    fail(std::string("has dtype ") + c10::toString(dtype) + "; supported: float32, bfloat16, float16");
+  if (p.grad().scalar_type() != dtype)
+    fail(std::string("has a ") + c10::toString(p.grad().scalar_type()) + " gradient for " + c10::toString(dtype) +
+         " values");
 }
 
 const at::Tensor& require_state_tensor(const TensorMap& state, const std::string& param_name,

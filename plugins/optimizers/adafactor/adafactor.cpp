@@ -15,31 +15,6 @@
 
 namespace ftcore::plugins::adafactor {
 
-namespace {
-
-// Failures throw plain std exceptions with the message built here: a
-// c10::Error (TORCH_CHECK) formats its source location lazily, from this
-// library's memory, which the caller may have unloaded by the time it prints.
-template <typename Error = std::invalid_argument, typename... Parts>
-void require(bool ok, const Parts&... parts) {
-  if (ok) return;
-  std::ostringstream message;
-  (message << ... << parts);
-  throw Error(message.str());
-}
-
-void check_parameter(const char* who, const at::Tensor& p, const std::string& n) {
-  require(p.device().is_cpu(), who, ": parameter ", n, " is on ", p.device(), "; this build updates CPU tensors only");
-  require(!p.grad().is_sparse(), who, ": sparse gradients are not supported (", n, ")");
-  require(p.is_contiguous() && p.grad().is_contiguous(), who, ": parameter ", n, " or its gradient is not contiguous");
-  const auto dtype = p.scalar_type();
-  require(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf, who, ": parameter ", n, " has dtype ",
-          dtype, "; supported: float32, bfloat16, float16");
-  require(p.grad().scalar_type() == dtype, who, ": gradient dtype ", p.grad().scalar_type(),
-          " differs from parameter dtype ", dtype, " for ", n);
-}
-
-}  // namespace
 
 sdk::ParamSpec adafactor_param_spec() {
   sdk::ParamSpec s;
@@ -143,7 +118,7 @@ at::Tensor Adafactor::step(LossClosure closure) {
       at::Tensor& p = params[i];
       if (!p.grad().defined()) continue;
       const std::string& n = group_info(g).param_names[i];
-      check_parameter("adafactor", p, n);
+      check_fused_cpu_parameter(g, i);
       ParamState& s = state_for(g, i);
       s.step += 1;
       // Python-side scalars in double, rounded to fp32 where they meet a tensor.
@@ -186,10 +161,7 @@ at::Tensor Adafactor::step(LossClosure closure) {
 }
 
 sdk::TensorMap Adafactor::state_by_name() const {
-  sdk::TensorMap out;
-  out.metadata[sdk::kStateSchemaKey] = std::to_string(sdk::kOptimizerStateSchemaVersion);
-  out.metadata[sdk::kStateOptimizerKey] = name();
-  out.metadata[sdk::kStateFamilyKey] = family();
+  sdk::TensorMap out = new_state();
   for (size_t g = 0; g < state_.size(); ++g) {
     for (size_t i = 0; i < state_[g].size(); ++i) {
       const ParamState& s = state_[g][i];
@@ -209,11 +181,7 @@ sdk::TensorMap Adafactor::state_by_name() const {
 }
 
 void Adafactor::load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion conversion) {
-  if (!check_state_header(state)) {
-    auto written_by = state.metadata.count(sdk::kStateOptimizerKey) ? state.metadata.at(sdk::kStateOptimizerKey) : "?";
-    require<std::runtime_error>(conversion == sdk::StateConversion::Reset,
-                                "adafactor cannot convert optimizer state written by ", written_by,
-                                "; set train.state_conversion = \"reset\" to start the statistics afresh");
+  if (!accept_state(state, conversion)) {  // another family's state, and the recipe says reset
     for (auto& group : state_)
       for (auto& s : group) s = ParamState{};
     return;

@@ -65,13 +65,7 @@ at::Tensor AdamW::step(LossClosure closure) {
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor& p = params[i];
       if (!p.grad().defined()) continue;
-      TORCH_CHECK(p.device().is_cpu(), "adamw: parameter ", group_info(g).param_names[i],
-                  " is on ", p.device(), "; this build updates CPU tensors only");
-      TORCH_CHECK(!p.grad().is_sparse(), "adamw: sparse gradients are not supported (", group_info(g).param_names[i], ")");
-      TORCH_CHECK(p.is_contiguous() && p.grad().is_contiguous(), "adamw: parameter ", group_info(g).param_names[i],
-                  " or its gradient is not contiguous");
-      TORCH_CHECK(p.grad().scalar_type() == p.scalar_type(), "adamw: gradient dtype ", p.grad().scalar_type(),
-                  " differs from parameter dtype ", p.scalar_type(), " for ", group_info(g).param_names[i]);
+      check_fused_cpu_parameter(g, i);
       ParamState& s = state_for(g, i);
       s.step += 1;
       // Scalars in double, then rounded to fp32, as torch's Python-side math does.
@@ -96,10 +90,7 @@ at::Tensor AdamW::step(LossClosure closure) {
 }
 
 sdk::TensorMap AdamW::state_by_name() const {
-  sdk::TensorMap out;
-  out.metadata[sdk::kStateSchemaKey] = std::to_string(sdk::kOptimizerStateSchemaVersion);
-  out.metadata[sdk::kStateOptimizerKey] = name();
-  out.metadata[sdk::kStateFamilyKey] = family();
+  sdk::TensorMap out = new_state();
   out.metadata["amsgrad"] = options_.amsgrad ? "true" : "false";
   for (size_t g = 0; g < state_.size(); ++g) {
     for (size_t i = 0; i < state_[g].size(); ++i) {
@@ -116,11 +107,7 @@ sdk::TensorMap AdamW::state_by_name() const {
 }
 
 void AdamW::load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion conversion) {
-  const bool same_family = check_state_header(state);
-  if (!same_family) {
-    auto written_by = state.metadata.count(sdk::kStateOptimizerKey) ? state.metadata.at(sdk::kStateOptimizerKey) : "?";
-    TORCH_CHECK(conversion == sdk::StateConversion::Reset, "adamw cannot convert optimizer state written by ",
-                written_by, "; set train.state_conversion = \"reset\" to start the moments afresh");
+  if (!accept_state(state, conversion)) {  // another family's state, and the recipe says reset
     for (auto& group : state_)
       for (auto& s : group) s = ParamState{};
     return;

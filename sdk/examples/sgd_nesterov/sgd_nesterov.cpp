@@ -80,10 +80,7 @@ at::Tensor SgdNesterov::step(LossClosure closure) {
 }
 
 sdk::TensorMap SgdNesterov::state_by_name() const {
-  sdk::TensorMap out;
-  out.metadata[sdk::kStateSchemaKey] = std::to_string(sdk::kOptimizerStateSchemaVersion);
-  out.metadata[sdk::kStateOptimizerKey] = name();
-  out.metadata[sdk::kStateFamilyKey] = family();
+  sdk::TensorMap out = new_state();  // the schema, name and family metadata every state file carries
   for (size_t g = 0; g < momentum_buffers_.size(); ++g) {
     for (size_t i = 0; i < momentum_buffers_[g].size(); ++i) {
       const at::Tensor& buf = momentum_buffers_[g][i];
@@ -97,13 +94,9 @@ sdk::TensorMap SgdNesterov::state_by_name() const {
 void SgdNesterov::load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion conversion) {
   for (auto& group : momentum_buffers_)
     for (auto& buf : group) buf = at::Tensor();
-  if (!check_state_header(state)) {  // another family: there is nothing to convert from
-    const auto it = state.metadata.find(sdk::kStateOptimizerKey);
-    const std::string written_by = it != state.metadata.end() ? it->second : "?";
-    TORCH_CHECK(conversion == sdk::StateConversion::Reset, "sgd_nesterov cannot convert optimizer state written by ",
-                written_by, "; set train.state_conversion = \"reset\" to start the momentum afresh");
-    return;
-  }
+  // Another family's state has nothing to convert from: with Reset, start
+  // afresh; with Convert, accept_state throws naming who wrote it.
+  if (!accept_state(state, conversion)) return;
   if (options_.momentum == 0.0) return;  // plain SGD keeps no state
   for (size_t g = 0; g < momentum_buffers_.size(); ++g) {
     const auto& params = param_groups_[g].params();

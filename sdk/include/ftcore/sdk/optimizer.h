@@ -80,6 +80,18 @@ class Optimizer : public torch::optim::Optimizer {
   // For load_state_by_name: checks the schema version and returns true when
   // the state was written by this optimizer's family.
   bool check_state_header(const TensorMap& state) const;
+  // The same, deciding what to do with another family's state: false means
+  // "reset your state" (conversion == Reset); with Convert it throws a
+  // std::runtime_error naming the optimizer that wrote the state.
+  bool accept_state(const TensorMap& state, StateConversion conversion) const;
+  // An empty state map with this optimizer's metadata (schema, name, family).
+  TensorMap new_state() const;
+  // What a fused CPU kernel needs of a parameter with a gradient: on the CPU,
+  // dense, contiguous, fp32/bf16/fp16, gradient of the same dtype. Throws
+  // std::invalid_argument naming the optimizer and the parameter. (Plain std
+  // exceptions, built here: a c10::Error would format its source location
+  // later, from the plugin's memory.)
+  void check_fused_cpu_parameter(size_t group, size_t index) const;
 
  private:
   std::vector<GroupInfo> group_info_;
