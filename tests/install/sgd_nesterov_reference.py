@@ -34,6 +34,9 @@ import tempfile
 import torch
 from safetensors.torch import load_file, save_file
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from optimizer_steps_client import set_args  # noqa: E402
+
 STEPS = 30
 RESUME_AT = 15
 RTOL = 1e-6
@@ -87,14 +90,6 @@ def torch_reference(tensors, config, steps):
     buffers = {n: optimizer.state[p]["momentum_buffer"] for n, p in params.items()
                if p in optimizer.state and optimizer.state[p].get("momentum_buffer") is not None}
     return {n: p.detach() for n, p in params.items()}, buffers
-
-
-def set_args(opts):
-    args = []
-    for k, v in opts.items():
-        v = ("true" if v else "false") if isinstance(v, bool) else repr(v)
-        args += ["--set", f"{k} = {v}"]
-    return args
 
 
 def run_steps(binary, inputs, out, opts, extra=()):

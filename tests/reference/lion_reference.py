@@ -28,13 +28,15 @@ usage: lion_reference.py OPTIMIZER_STEPS_BINARY
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import torch
 from lion_pytorch import Lion
 from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from optimizer_steps_client import run_optimizer_steps  # noqa: E402
 
 STEPS = 50
 RTOL = 1e-6
@@ -93,23 +95,8 @@ def reference_run(tensors, config):
     return {n: p.detach() for n, p in params.items()}, exp_avg, margin
 
 
-def set_args(opts):
-    args = []
-    for k, v in opts.items():
-        if isinstance(v, bool):
-            v = "true" if v else "false"
-        elif isinstance(v, tuple):
-            v = "[" + ", ".join(repr(x) for x in v) + "]"
-        args += ["--set", f"{k} = {v}"]
-    return args
-
-
 def run_ftcore(binary, inputs, out, opts, extra=(), env=None):
-    cmd = [binary, "--optimizer", "lion", "--inputs", inputs, "--out", out, *set_args(opts), *extra]
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        sys.exit(f"optimizer_steps failed: {' '.join(cmd)}\n{result.stderr}")
-    return load_file(out)
+    return run_optimizer_steps(binary, "lion", inputs, out, opts, extra, env)
 
 
 def compare(config, isa, ours, state, reference, exp_avg, margin, failures):
