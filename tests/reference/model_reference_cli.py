@@ -43,7 +43,7 @@ def hf_text(model, tok, ids):
 def main():
     binary = sys.argv[1]
     if not os.path.exists(os.path.join(MODEL, "model.safetensors")):
-        print(f"SKIPPED: default model absent at {MODEL} (run third_party/setup_default_model.sh)")
+        print(f"SKIPPED: default model absent at {MODEL} (run third_party/setup_defaults.sh)")
         return 0
     torch.set_num_threads(int(os.environ.get("FTCORE_NUM_THREADS", "2")))
     tok = AutoTokenizer.from_pretrained(MODEL)

@@ -1,4 +1,4 @@
-// The default model (SmolLM2-135M-Instruct, when third_party/setup_default_model.sh
+// The default model (SmolLM2-135M-Instruct, when third_party/setup_defaults.sh
 // fetched it) against transformers in fp32 and bf16, greedy generation against
 // transformers' generate(do_sample=False), and the sampling warpers.
 // Part of the model_test binary. Shapes: B rows, T tokens, V vocabulary.
@@ -27,7 +27,7 @@ fs::path default_model_dir() { return fs::path(FTCORE_SOURCE_DIR) / "third_party
 #define SKIP_WITHOUT_DEFAULT_MODEL()                                                                  \
   if (!fs::exists(default_model_dir() / "model.safetensors"))                                        \
   GTEST_SKIP() << "SKIPPED: default model absent at " << default_model_dir()                         \
-               << " (run third_party/setup_default_model.sh); this check did not run"
+               << " (run third_party/setup_defaults.sh); this check did not run"
 
 // Logits of ftcore vs transformers on the same padded batch; prints both the
 // absolute and the scale-relative (max |diff| / max |ref|) difference.

@@ -181,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(Trained, TokenizerFamily,
 
 TEST(TokenizerDefaultModel, SameIdsAndDecodingAsHfTokenizers) {
   if (!fs::exists(kDefaultModel / "tokenizer.json"))
-    GTEST_SKIP() << kDefaultModel << " is absent (third_party/setup_default_model.sh makes it)";
+    GTEST_SKIP() << kDefaultModel << " is absent (third_party/setup_defaults.sh makes it)";
   auto tok = Tokenizer::from_folder(kDefaultModel);
   expect_same_as_hf(*tok, "default");
   EXPECT_EQ(tok->bos_id(), tok->token_to_id("<|im_start|>"));
@@ -192,7 +192,7 @@ TEST(TokenizerDefaultModel, SameIdsAndDecodingAsHfTokenizers) {
 
 TEST(TokenizerDefaultModel, GgufGivesTheSameTokenizerAsTheConvertedFolder) {
   if (!fs::exists(kDefaultGguf) || !fs::exists(kDefaultModel / "tokenizer.json"))
-    GTEST_SKIP() << kDefaultGguf << " or " << kDefaultModel << " is absent (third_party/setup_default_model.sh makes them)";
+    GTEST_SKIP() << kDefaultGguf << " or " << kDefaultModel << " is absent (third_party/setup_defaults.sh makes them)";
   auto file = gguf::File::open(kDefaultGguf);
   auto from_gguf = Tokenizer::from_gguf(*file);
   auto from_folder = Tokenizer::from_folder(kDefaultModel);
