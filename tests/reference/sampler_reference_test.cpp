@@ -91,20 +91,10 @@ const std::vector<Case>& cases() {
   return all;
 }
 
-// The registry with the in-tree plugins, loaded once per process.
-PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    auto* loaded = new PluginRegistry;
-    testing::load_in_tree_plugins(*loaded);
-    return loaded;
-  }();
-  return *r;
-}
+PluginRegistry& registry() { return testing::in_tree_registry(); }
 
 const RegistryEntry& entry_for(const std::string& name) {
-  const RegistryEntry* entry = registry().find(sdk::ComponentKind::Sampler, name);
-  if (!entry) throw std::runtime_error("sampler/" + name + " is not registered by the in-tree plugins");
-  return *entry;
+  return testing::in_tree_entry(sdk::ComponentKind::Sampler, name);
 }
 
 std::shared_ptr<sdk::Sampler> make_sampler(const std::string& name, const json& options = json::object()) {

@@ -109,20 +109,10 @@ std::string case_id(size_t index) {
   return c.scheduler + "#" + std::to_string(index) + " T=" + std::to_string(c.total) + " " + c.options.dump();
 }
 
-// The registry with the in-tree plugins, loaded once per process.
-PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    auto* loaded = new PluginRegistry;
-    testing::load_in_tree_plugins(*loaded);
-    return loaded;
-  }();
-  return *r;
-}
+PluginRegistry& registry() { return testing::in_tree_registry(); }
 
 const RegistryEntry& entry_for(const std::string& name) {
-  const RegistryEntry* entry = registry().find(sdk::ComponentKind::Scheduler, name);
-  if (!entry) throw std::runtime_error("scheduler/" + name + " is not registered by the in-tree plugins");
-  return *entry;
+  return testing::in_tree_entry(sdk::ComponentKind::Scheduler, name);
 }
 
 // The schedulers of this plugin library (others may register more).

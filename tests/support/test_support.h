@@ -81,6 +81,26 @@ inline PluginLoadReport load_in_tree_plugins(PluginRegistry& registry) {
   return load_plugins(search, registry);
 }
 
+// The in-tree plugins in one registry, loaded once per process (never
+// destroyed, so objects made from it may live until exit).
+inline PluginRegistry& in_tree_registry() {
+  static PluginRegistry* registry = [] {
+    auto* loaded = new PluginRegistry;
+    load_in_tree_plugins(*loaded);
+    return loaded;
+  }();
+  return *registry;
+}
+
+// `kind/name` from the in-tree registry; throws when it is not registered.
+inline const RegistryEntry& in_tree_entry(sdk::ComponentKind kind, const std::string& name) {
+  const RegistryEntry* entry = in_tree_registry().find(kind, name);
+  if (!entry)
+    throw std::runtime_error(std::string(sdk::component_kind_name(kind)) + "/" + name +
+                             " is not registered by the in-tree plugins");
+  return *entry;
+}
+
 // Options for `entry` from user values, as validation would produce them.
 inline sdk::Options options_for(const RegistryEntry& entry, std::map<std::string, sdk::ParamValue> values = {}) {
   return sdk::Options(entry.params, std::move(values));
