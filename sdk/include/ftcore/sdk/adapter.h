@@ -31,6 +31,10 @@ class Adapter {
   virtual std::string peft_config_json() const = 0;
   virtual void load(const TensorMap& weights) = 0;
   virtual void merge(ModelView& model) = 0;
+  // A PEFT adapter folder to start from (LoRA's lora_model_dir): after
+  // apply(), the core reads its adapter_model.safetensors and calls load().
+  // Empty: start from the adapter's own initialisation.
+  virtual std::string initial_weights_dir() const { return {}; }
   virtual void on_event(const TrainerEvent& event, ModelView& model) { (void)event; (void)model; }
   // Multiplies the scheduled lr (ReLoRA's jagged re-warmup); 1 by default.
   virtual double lr_multiplier(int64_t step) const { (void)step; return 1.0; }
