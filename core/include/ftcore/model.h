@@ -83,6 +83,11 @@ class Model : public sdk::ModelView {
   void set_gradient_checkpointing(bool enabled) { checkpointing_ = enabled; }
   bool gradient_checkpointing() const { return checkpointing_; }
 
+  // NEFTune (Jain et al., https://arxiv.org/abs/2310.05914): in training mode
+  // with grad on, embeddings get uniform noise in +-alpha/sqrt(T*C), drawn
+  // from the default generator, as transformers' neftune hook adds. 0: off.
+  void set_neftune_noise_alpha(double alpha) { neftune_alpha_ = alpha; }
+
   const ModelConfig& config() const { return config_; }
   c10::ScalarType dtype() const;
   c10::Device device() const;
@@ -109,6 +114,7 @@ class Model : public sdk::ModelView {
   std::shared_ptr<model::CausalLM> net_;
   std::shared_ptr<const model::RotaryEmbedding> rope_;
   bool checkpointing_ = false;
+  double neftune_alpha_ = 0.0;
 };
 
 }  // namespace ftcore

@@ -1,20 +1,30 @@
-// `ftcore run RECIPE [--set k=v]... [--output-dir D]`.
-//
-// This build validates the recipe and constructs every component that does
-// not need a model (scheduler, sampler, loggers); the model loader and the
-// trainer are not part of it yet, so it then stops with exit code 1 and says
-// so, rather than pretending to train.
+// `ftcore run RECIPE [--set k=v]... [--output-dir D]`: trains as the recipe
+// says (core/include/ftcore/trainer.h). Exit codes: 0 trained, 1 stopped
+// (NaN loss, loss watchdog, a runtime failure), 2 a recipe problem, 130/143
+// interrupted by SIGINT/SIGTERM after saving a checkpoint.
+#include <iomanip>
 #include <iostream>
 
 #include <boost/program_options.hpp>
 
 #include "command_line.h"
 #include "commands.h"
+#include "ftcore/trainer.h"
 #include "session.h"
 
 namespace po = boost::program_options;
 
 namespace ftcore::cli {
+
+namespace {
+
+void print_eval(const char* label, const std::vector<std::pair<std::string, double>>& values) {
+  std::cout << label;
+  for (const auto& [k, v] : values) std::cout << "  " << k << " " << std::setprecision(4) << std::fixed << v;
+  std::cout << "\n";
+}
+
+}  // namespace
 
 int run_command(const std::vector<std::string>& args) {
   po::options_description visible("Usage: ftcore run RECIPE [options]\n\nFine-tunes a model as the recipe says.\n\nOptions");
@@ -30,16 +40,22 @@ int run_command(const std::vector<std::string>& args) {
   if (!output_dir.empty()) overrides.push_back("train.output_dir=" + output_dir);
 
   auto loaded = load_and_validate(recipe, overrides, plugin_paths);
-  const Recipe& r = loaded->recipe;
-  sdk::SchedulerContext context;
-  if (r.optimizer.options.spec()->find("lr")) context.base_lr = r.optimizer.options.get_float("lr");
-  auto scheduler = loaded->registry.create_scheduler(*r.scheduler.entry, r.scheduler.options, context);
-  for (const auto& l : r.loggers) loaded->registry.create_logger(*l.entry, l.options);
-  if (r.sampler) loaded->registry.create_sampler(*r.sampler->entry, r.sampler->options);
-
-  std::cerr << "ftcore run: " << recipe
-            << " is valid and its components construct, but this build has no model loader or trainer yet,"
-               " so nothing was trained (use `ftcore validate` to check recipes)\n";
+  const TrainingOutcome outcome = run_training(loaded->recipe, loaded->registry);
+  if (!outcome.first_eval.empty()) {
+    print_eval("eval before:", outcome.first_eval);
+    print_eval("eval after: ", outcome.last_eval);
+  }
+  switch (outcome.status) {
+    case TrainingOutcome::Status::Completed:
+      std::cout << "ftcore run: " << outcome.message << "\n";
+      return kExitOk;
+    case TrainingOutcome::Status::Interrupted:
+      std::cerr << "ftcore run: " << outcome.message << "\n";
+      return 128 + outcome.signal;
+    case TrainingOutcome::Status::Stopped:
+      break;
+  }
+  std::cerr << "ftcore run: " << outcome.message << "\n";
   return kExitFailure;
 }
 

@@ -3,15 +3,19 @@
 // the layer's input; backward re-runs the layer with grad on and
 // differentiates that recomputation. Activation memory drops from every
 // intermediate of every layer to one [B, T, C] tensor per layer, for one
-// extra layer forward in backward. The layer is deterministic (no dropout),
-// so the recomputed activations, and hence the gradients, are the ones a
-// plain backward would use.
+// extra layer forward in backward. The recomputation replays what the
+// forward saw: the CPU generator's state (so a LoRA dropout draws the same
+// mask) and the autocast state (backward runs outside the trainer's autocast
+// scope), so the recomputed activations, and hence the gradients, are the
+// ones a plain backward would use.
 //
 // The layer's trainable parameters are inputs of the autograd node, so their
 // gradients flow out of it like any other (torch.autograd.grad works too,
 // not only .backward()).
 // Shapes: B batch, T tokens, C hidden.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -30,6 +34,40 @@ struct CheckpointState : torch::CustomClassHolder {
   std::shared_ptr<DecoderLayer> layer;
   AttentionInputs inputs;
   std::vector<at::Tensor> params;  // the layer's trainable parameters at forward, in node-input order
+  at::Tensor cpu_rng_state;        // the default CPU generator before the forward
+  bool autocast = false;           // CPU autocast during the forward, and its dtype
+  at::ScalarType autocast_dtype = at::kBFloat16;
+};
+
+// Puts the forward's generator and autocast state in place for the
+// recomputation and restores the caller's afterwards.
+class ReplayForwardState {
+ public:
+  explicit ReplayForwardState(const CheckpointState& state)
+      : generator_(at::detail::getDefaultCPUGenerator()),
+        saved_rng_(generator_.get_state()),
+        saved_autocast_(at::autocast::is_autocast_enabled(at::kCPU)),
+        saved_dtype_(at::autocast::get_autocast_dtype(at::kCPU)) {
+    {
+      std::lock_guard<std::mutex> lock(generator_.mutex());
+      generator_.set_state(state.cpu_rng_state);
+    }
+    at::autocast::set_autocast_enabled(at::kCPU, state.autocast);
+    at::autocast::set_autocast_dtype(at::kCPU, state.autocast_dtype);
+  }
+  ~ReplayForwardState() {
+    at::autocast::set_autocast_enabled(at::kCPU, saved_autocast_);
+    at::autocast::set_autocast_dtype(at::kCPU, saved_dtype_);
+    if (!saved_autocast_) at::autocast::clear_cache();
+    std::lock_guard<std::mutex> lock(generator_.mutex());
+    generator_.set_state(saved_rng_);
+  }
+
+ private:
+  at::Generator generator_;
+  at::Tensor saved_rng_;
+  bool saved_autocast_;
+  at::ScalarType saved_dtype_;
 };
 
 class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> {
@@ -58,6 +96,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     at::Tensor out;
     {
       at::AutoGradMode enable_grad(true);
+      ReplayForwardState replay(*state);
       out = state->layer->forward(x, state->inputs, nullptr);
     }
     variable_list grads = torch::autograd::grad({out}, wrt, {grad_outputs[0]}, /*retain_graph=*/false,
@@ -84,6 +123,13 @@ at::Tensor checkpoint_layer(const std::shared_ptr<DecoderLayer>& layer, const at
   state->layer = layer;
   state->inputs = inputs;
   state->params = CheckpointFunction::trainable_parameters(*layer);
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    state->cpu_rng_state = generator.get_state();
+  }
+  state->autocast = at::autocast::is_autocast_enabled(at::kCPU);
+  state->autocast_dtype = at::autocast::get_autocast_dtype(at::kCPU);
   return CheckpointFunction::apply(x, at::TensorList(state->params), state);
 }
 

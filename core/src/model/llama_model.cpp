@@ -4,6 +4,7 @@
 // slot registry that sdk::ModelView exposes to adapters and quantizers.
 //
 // Shapes: B batch, T new tokens, C hidden, V vocabulary.
+#include <cmath>
 #include <set>
 #include <unordered_set>
 
@@ -124,6 +125,10 @@ at::Tensor Model::forward_hidden(const ForwardInput& in) {
     cache->reserve(config_.num_layers, batch, tokens, config_.num_kv_heads, config_.head_dim,
                    at::TensorOptions().dtype(dtype()).device(device()));
   at::Tensor x = net_->model->embed_tokens->forward(ids);  // [B, T, C]
+  if (neftune_alpha_ > 0.0 && net_->is_training() && at::GradMode::is_enabled() && !cache) {
+    const double magnitude = neftune_alpha_ / std::sqrt(static_cast<double>(x.size(1) * x.size(2)));
+    x = x + at::empty_like(x).uniform_(-magnitude, magnitude);
+  }
   const bool checkpoint = checkpointing_ && !cache && at::GradMode::is_enabled();
   for (const auto& layer : net_->model->layers)
     x = checkpoint ? model::checkpoint_layer(layer, x, inputs) : layer->forward(x, inputs, cache);

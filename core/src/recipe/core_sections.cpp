@@ -61,6 +61,12 @@ sdk::ParamSpec train_spec() {
   s.add_float("neftune_noise_alpha", std::nullopt).above(0.0).with_doc("NEFTune embedding noise.");
   s.add_float("loss_watchdog_threshold", std::nullopt).above(0.0).with_doc("Stop when loss stays above this.");
   s.add_int("loss_watchdog_patience", 3).at_least(1).with_doc("Steps above the watchdog threshold before stopping.");
+  s.add_bool("eval_before_training", false).with_doc("Evaluate once before the first step (a baseline to compare with).");
+  s.add_int("eval_generation_samples", 0).at_least(0)
+      .with_doc("Validation examples answered by greedy generation at each eval, scored by exact match (0: off).");
+  s.add_int("eval_max_new_tokens", 32).at_least(1).with_doc("Token limit of each generated eval answer.");
+  s.add_bool("auto_micro_batch", false)
+      .with_doc("On CUDA out of memory, halve micro_batch_size and double gradient_accumulation_steps, then go on.");
   s.add_enum("state_conversion", {"convert", "reset"}, "convert")
       .with_doc("Resuming with another optimizer: convert its state (8-bit <-> 32-bit) or start fresh.");
   s.exclusive({"eval_steps", "evals_per_epoch"});

@@ -1,0 +1,35 @@
+// `ftcore run`: a validated recipe -> a trained model in a run folder
+// (design.md sections 7 and 8). Loads the model, tokenizer and data, builds
+// every component the recipe names, trains, evaluates, checkpoints, and
+// writes the final adapter (PEFT format) or model (HF format).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ftcore/recipe.h"
+#include "ftcore/registry.h"
+
+namespace ftcore {
+
+struct TrainingOutcome {
+  enum class Status {
+    Completed,     // every step ran (or early stopping ended it)
+    Interrupted,   // SIGINT/SIGTERM: step finished, checkpoint saved
+    Stopped,       // NaN/Inf loss or the loss watchdog: checkpoint saved
+  };
+  Status status = Status::Completed;
+  int signal = 0;  // with Interrupted
+  std::string message;
+  std::filesystem::path run_dir;
+  // The first and the last evaluation of the run (empty without validation data).
+  std::vector<std::pair<std::string, double>> first_eval, last_eval;
+};
+
+// Throws ConfigError for settings that only make sense together with the
+// data or the model (exit 2), std::runtime_error for everything else.
+TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registry);
+
+}  // namespace ftcore

@@ -1,0 +1,267 @@
+// Checkpoint folders: atomic writes, reading back, rotation.
+#include "checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+
+#include "ftcore/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace ftcore::train {
+
+namespace {
+
+constexpr const char* kStateFile = "trainer_state.json";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kBase64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64_encode(const uint8_t* data, size_t size) {
+  std::string out;
+  out.reserve((size + 2) / 3 * 4);
+  for (size_t i = 0; i < size; i += 3) {
+    uint32_t v = static_cast<uint32_t>(data[i]) << 16;
+    if (i + 1 < size) v |= static_cast<uint32_t>(data[i + 1]) << 8;
+    if (i + 2 < size) v |= data[i + 2];
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < size ? kBase64[(v >> 6) & 63] : '=';
+    out += i + 2 < size ? kBase64[v & 63] : '=';
+  }
+  return out;
+}
+
+std::vector<uint8_t> base64_decode(const std::string& text, const std::string& origin) {
+  std::vector<uint8_t> out;
+  uint32_t buffer = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    const char* p = std::strchr(kBase64, c);
+    if (!p || c == '\0') throw std::runtime_error(origin + ": rng state is not base64");
+    buffer = (buffer << 6) | static_cast<uint32_t>(p - kBase64);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<uint8_t>((buffer >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+void sync_path(const fs::path& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return;  // best effort: a kill of the process is survived without it
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Tests inject a kill in the middle of a checkpoint write with
+// FTCORE_FAULT_KILL_IN_CHECKPOINT=<step>.
+void maybe_inject_fault(int64_t step) {
+  const char* v = std::getenv("FTCORE_FAULT_KILL_IN_CHECKPOINT");
+  if (v && std::atoll(v) == step) std::raise(SIGKILL);
+}
+
+std::optional<int64_t> checkpoint_step(const fs::path& dir) {
+  const std::string name = dir.filename().string();
+  const std::string prefix = "checkpoint-";
+  if (name.rfind(prefix, 0) != 0) return std::nullopt;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return std::stoll(digits);
+}
+
+// Complete checkpoints (a trainer_state.json is the last file written), by step.
+std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const fs::path& run_dir) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return out;
+  for (const auto& entry : fs::directory_iterator(run_dir)) {
+    auto step = checkpoint_step(entry.path());
+    if (step && fs::exists(entry.path() / kStateFile)) out.emplace_back(*step, entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+template <typename T>
+T field(const nlohmann::json& j, const char* key, const std::string& origin) {
+  if (!j.contains(key)) throw std::runtime_error(origin + ": missing field '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(origin + ": field '" + key + "': " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) { return "checkpoint-" + std::to_string(step); }
+
+nlohmann::json TrainerState::to_json() const {
+  nlohmann::ordered_json j;
+  j["version"] = kTrainerStateVersion;
+  j["global_step"] = global_step;
+  j["total_steps"] = total_steps;
+  j["epoch"] = epoch;
+  j["cursor"] = {{"epoch", cursor_epoch}, {"batch", cursor_batch}};
+  j["scheduler"] = {{"name", scheduler}, {"step", global_step}, {"total_steps", total_steps}};
+  j["learning_rate"] = learning_rate;
+  const at::Tensor rng = cpu_rng_state.contiguous();
+  j["rng"] = {{"cpu", base64_encode(rng.data_ptr<uint8_t>(), static_cast<size_t>(rng.numel()))}};
+  j["best_metric"] = best_metric ? nlohmann::json(*best_metric) : nlohmann::json(nullptr);
+  j["best_checkpoint"] = best_checkpoint;
+  j["evals_without_improvement"] = evals_without_improvement;
+  j["watchdog_strikes"] = watchdog_strikes;
+  j["loss_scale"] = {{"scale", loss_scale}, {"clean_steps", loss_scale_clean_steps}};
+  j["micro_batch_splits"] = micro_batch_splits;
+  j["log_window"] = {{"loss", window_loss}, {"steps", window_steps}, {"tokens", window_tokens}};
+  j["recipe_sha256"] = recipe_sha256;
+  j["log_history"] = log_history;
+  return nlohmann::json(j);
+}
+
+TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string& origin) {
+  const int version = field<int>(j, "version", origin);
+  if (version != kTrainerStateVersion)
+    throw std::runtime_error(origin + ": trainer state version " + std::to_string(version) + ", this build reads " +
+                             std::to_string(kTrainerStateVersion));
+  TrainerState s;
+  s.global_step = field<int64_t>(j, "global_step", origin);
+  s.total_steps = field<int64_t>(j, "total_steps", origin);
+  s.epoch = field<double>(j, "epoch", origin);
+  const auto cursor = field<nlohmann::json>(j, "cursor", origin);
+  s.cursor_epoch = field<int64_t>(cursor, "epoch", origin);
+  s.cursor_batch = field<int64_t>(cursor, "batch", origin);
+  s.scheduler = field<std::string>(field<nlohmann::json>(j, "scheduler", origin), "name", origin);
+  s.learning_rate = field<double>(j, "learning_rate", origin);
+  const std::vector<uint8_t> rng = base64_decode(field<std::string>(field<nlohmann::json>(j, "rng", origin), "cpu", origin), origin);
+  s.cpu_rng_state = at::empty({static_cast<int64_t>(rng.size())}, at::kByte);
+  std::copy(rng.begin(), rng.end(), s.cpu_rng_state.data_ptr<uint8_t>());
+  if (j.contains("best_metric") && !j["best_metric"].is_null()) s.best_metric = field<double>(j, "best_metric", origin);
+  s.best_checkpoint = field<std::string>(j, "best_checkpoint", origin);
+  s.evals_without_improvement = field<int64_t>(j, "evals_without_improvement", origin);
+  s.watchdog_strikes = field<int64_t>(j, "watchdog_strikes", origin);
+  const auto scale = field<nlohmann::json>(j, "loss_scale", origin);
+  s.loss_scale = field<double>(scale, "scale", origin);
+  s.loss_scale_clean_steps = field<int64_t>(scale, "clean_steps", origin);
+  s.micro_batch_splits = field<int64_t>(j, "micro_batch_splits", origin);
+  const auto window = field<nlohmann::json>(j, "log_window", origin);
+  s.window_loss = field<double>(window, "loss", origin);
+  s.window_steps = field<int64_t>(window, "steps", origin);
+  s.window_tokens = field<int64_t>(window, "tokens", origin);
+  s.recipe_sha256 = field<std::string>(j, "recipe_sha256", origin);
+  s.log_history = field<nlohmann::json>(j, "log_history", origin);
+  return s;
+}
+
+void write_file_atomically(const fs::path& path, const std::string& contents) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp.string());
+    out << contents;
+    out.close();
+    if (!out) throw std::runtime_error("writing " + tmp.string() + " failed (disk full?)");
+  }
+  sync_path(tmp, false);
+  fs::rename(tmp, path);
+}
+
+fs::path write_checkpoint(const fs::path& run_dir, const CheckpointContents& c) {
+  const fs::path final_dir = run_dir / checkpoint_name(c.state.global_step);
+  fs::path tmp_dir = final_dir;
+  tmp_dir += ".tmp";
+  fs::remove_all(tmp_dir);
+  fs::create_directories(tmp_dir);
+  safetensors::write_file(tmp_dir / c.weights_file, c.weights);
+  for (const auto& [name, text] : c.text_files) write_file_atomically(tmp_dir / name, text);
+  maybe_inject_fault(c.state.global_step);
+  safetensors::write_file(tmp_dir / kOptimizerFile, c.optimizer_state);
+  write_file_atomically(tmp_dir / kStateFile, c.state.to_json().dump(2) + "\n");
+  for (const auto& entry : fs::directory_iterator(tmp_dir)) sync_path(entry.path(), false);
+  sync_path(tmp_dir, true);
+  if (fs::exists(final_dir)) {
+    // Saved again at the same step (a resumed run stopping where it started): swap, then drop the old one.
+    fs::path old = final_dir;
+    old += ".old";
+    fs::remove_all(old);
+    fs::rename(final_dir, old);
+    fs::rename(tmp_dir, final_dir);
+    fs::remove_all(old);
+  } else {
+    fs::rename(tmp_dir, final_dir);
+  }
+  sync_path(run_dir, true);
+  return final_dir;
+}
+
+LoadedCheckpoint read_checkpoint(const fs::path& dir, const std::string& weights_file) {
+  LoadedCheckpoint c;
+  c.dir = dir;
+  const fs::path state_path = dir / kStateFile;
+  std::ifstream in(state_path);
+  if (!in) throw std::runtime_error("resume: " + state_path.string() + " does not exist (not a complete checkpoint)");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::runtime_error(state_path.string() + ": byte " + std::to_string(e.byte) + ": " + e.what());
+  }
+  c.state = TrainerState::from_json(j, state_path.string());
+  const fs::path weights = dir / weights_file;
+  if (!fs::exists(weights))
+    throw std::runtime_error("resume: " + weights.string() +
+                             " does not exist (a checkpoint of another kind of run: adapter vs full fine-tune?)");
+  c.weights = safetensors::File::open(weights)->read_all();
+  c.optimizer_state = safetensors::File::open(dir / kOptimizerFile)->read_all();
+  return c;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
+  auto all = complete_checkpoints(run_dir);
+  if (all.empty()) return std::nullopt;
+  return all.back().second;
+}
+
+void rotate_checkpoints(const fs::path& run_dir, int64_t limit, const std::string& keep) {
+  auto all = complete_checkpoints(run_dir);
+  auto excess = static_cast<int64_t>(all.size()) - limit;
+  for (const auto& [step, path] : all) {
+    if (excess <= 0) break;
+    if (path.filename() == keep) continue;
+    fs::remove_all(path);
+    --excess;
+  }
+}
+
+void remove_partial_checkpoints(const fs::path& run_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return;
+  std::vector<fs::directory_entry> entries(fs::directory_iterator(run_dir), fs::directory_iterator{});
+  for (const auto& entry : entries) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("checkpoint-", 0) != 0) continue;
+    if (name.ends_with(".old")) {
+      // Killed while swapping in a re-saved checkpoint: the old one is still whole.
+      const fs::path original = run_dir / name.substr(0, name.size() - 4);
+      if (!fs::exists(original)) fs::rename(entry.path(), original);
+      else fs::remove_all(entry.path());
+    } else if (name.ends_with(".tmp")) {
+      fs::remove_all(entry.path());
+    }
+  }
+}
+
+}  // namespace ftcore::train

@@ -1,0 +1,25 @@
+// Summed next-token cross-entropy over target positions only.
+#include "next_token_loss.h"
+
+#include <ATen/ATen.h>
+
+namespace ftcore::train {
+
+at::Tensor summed_next_token_loss(Model& model, const TrainBatch& batch) {
+  const c10::Device device = model.device();
+  ForwardInput input;
+  input.input_ids = batch.input_ids;
+  input.sequence_ids = batch.sequence_ids;
+  input.position_ids = batch.position_ids;
+  const at::Tensor hidden = model.forward_hidden(input);  // [B, T, C]
+  const int64_t T = hidden.size(1), C = hidden.size(2);
+  if (T < 2) return hidden.sum().to(at::kFloat) * 0.0;
+  const at::Tensor next_labels = batch.labels.narrow(1, 1, T - 1).reshape(-1).to(device);  // [B*(T-1)]
+  const at::Tensor positions = (next_labels != kIgnoreLabel).nonzero().squeeze(1);
+  if (positions.numel() == 0) return hidden.sum().to(at::kFloat) * 0.0;
+  const at::Tensor h = hidden.narrow(1, 0, T - 1).reshape({-1, C}).index_select(0, positions);  // [N, C]
+  const at::Tensor logits = model.compute_logits(h).to(at::kFloat);                              // [N, V]
+  return at::cross_entropy_loss(logits, next_labels.index_select(0, positions), {}, at::Reduction::Sum);
+}
+
+}  // namespace ftcore::train
