@@ -16,6 +16,7 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include <ATen/ATen.h>
@@ -117,7 +118,24 @@ std::vector<TrainBatch> Trainer::collate_step(const StepSlice& slice) const {
   return out;
 }
 
+// FTCORE_DEBUG_DUMP_BATCHES=DIR writes each micro-batch as
+// DIR/step-<k>-micro-<i>.safetensors: reference tests replay the exact
+// batches through transformers + PEFT.
+static void dump_batches(const std::vector<TrainBatch>& batches, int64_t step) {
+  static const char* dir = std::getenv("FTCORE_DEBUG_DUMP_BATCHES");
+  if (!dir) return;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    sdk::TensorMap m;
+    m.add("input_ids", batches[i].input_ids);
+    m.add("labels", batches[i].labels);
+    m.add("position_ids", batches[i].position_ids);
+    m.add("sequence_ids", batches[i].sequence_ids);
+    safetensors::write_file(fs::path(dir) / ("step-" + std::to_string(step) + "-micro-" + std::to_string(i) + ".safetensors"), m);
+  }
+}
+
 void Trainer::run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets, double& loss_sum) {
+  dump_batches(batches, state_.global_step + 1);
   const double normaliser = static_cast<double>(std::max<int64_t>(targets, 1));
   for (const TrainBatch& batch : batches) {
     at::Tensor loss;
