@@ -1,0 +1,65 @@
+// adapter/lora: LoRA (Hu et al., https://arxiv.org/abs/2106.09685) with
+// rsLoRA scaling (Kalajdzievski, https://arxiv.org/abs/2312.03732), saved and
+// loaded in HF PEFT's format so either side reads the other's adapters.
+//
+//   apply():  each targeted Linear slot becomes a LoraLinear (lora_linear.h)
+//             around the frozen base; modules_to_save become trainable
+//             copies (Linear slots) or train in place (embeddings, norms).
+//             One param group "lora": every A, B and modules_to_save tensor,
+//             named as Model::named_parameters() names them.
+//   save():   "base_model.model.<path>.lora_A.weight" [r, in] and
+//             ".lora_B.weight" [out, r] (fp32), "base_model.model.<module>.weight"
+//             for modules_to_save: get_peft_model_state_dict's names.
+//   load():   the same names; every tensor must be there with its shape, and
+//             nothing else may be.
+//   merge():  each LoraLinear slot becomes a dense Linear holding
+//             W + scaling * B A (PEFT's merge_and_unload).
+//
+// Initialisation draws from torch's default CPU generator exactly as PEFT's
+// LoraLayer.update_layer does (nn.Linear's own init of A and B, then
+// reset_lora_parameters), so the same seed gives PEFT's A bit for bit; with
+// a bf16/fp16 base, A is rounded to that dtype and kept in fp32, as PEFT's
+// cast to the base dtype and back (autocast_adapter_dtype) leaves it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ftcore/sdk/adapter.h"
+#include "lora_config.h"
+#include "lora_linear.h"
+#include "lora_targets.h"
+
+namespace ftcore::plugins::lora {
+
+class LoraAdapter : public sdk::Adapter {
+ public:
+  // Throws std::invalid_argument / std::runtime_error for a bad lora_model_dir.
+  explicit LoraAdapter(LoraOptions options);
+
+  std::vector<sdk::ParamGroupSpec> apply(sdk::ModelView& model) override;
+  sdk::TensorMap save() const override;
+  std::string peft_config_json() const override;
+  void load(const sdk::TensorMap& weights) override;
+  void merge(sdk::ModelView& model) override;
+  std::string initial_weights_dir() const override { return options_.lora_model_dir; }
+
+ private:
+  struct Wrapped {
+    std::string path;
+    std::shared_ptr<LoraLinear> module;
+  };
+  void check_state(const char* what) const;
+  // (PEFT file name, tensor) for everything save() writes and load() reads.
+  std::vector<std::pair<std::string, at::Tensor>> adapter_tensors() const;
+
+  LoraOptions options_;
+  LoraTargets targets_;
+  std::vector<Wrapped> wrapped_;
+  std::vector<sdk::NamedParameter> full_params_;  // modules_to_save, by HF parameter name
+  bool applied_ = false;
+  bool merged_ = false;
+};
+
+}  // namespace ftcore::plugins::lora

@@ -1,0 +1,48 @@
+// adapter/lora's options: the ParamSpec the recipe is validated against, the
+// typed LoraOptions built from it, and their PEFT spelling (LoraConfig's
+// adapter_config.json) in both directions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ftcore/sdk/params.h"
+
+namespace ftcore::plugins::lora {
+
+enum class LoraInit { Kaiming, Gaussian };
+
+struct LoraOptions {
+  int64_t r = 8;
+  double alpha = 16.0;
+  double dropout = 0.0;
+  std::vector<std::string> target_modules = {"q_proj", "v_proj"};  // or {"all-linear"}
+  std::string target_regex;                                       // non-empty: used instead of target_modules
+  std::vector<std::string> exclude_modules;
+  std::vector<int64_t> layers_to_transform;
+  std::vector<std::string> modules_to_save;
+  bool fan_in_fan_out = false;
+  LoraInit init = LoraInit::Kaiming;
+  bool use_rslora = false;
+  std::string lora_model_dir;
+
+  // alpha / r, or alpha / sqrt(r) with rsLoRA.
+  double scaling() const;
+  bool all_linear() const;  // target_modules == ["all-linear"] (any case)
+};
+
+sdk::ParamSpec lora_param_spec();
+// Throws std::invalid_argument for combinations PEFT refuses too.
+LoraOptions lora_options_from(const sdk::Options& options);
+
+// adapter_config.json for PeftModel.from_pretrained. `target_short_names`
+// are the resolved short names (all-linear expanded) unless a regex is used.
+std::string peft_config_json(const LoraOptions& options, const std::vector<std::string>& target_short_names);
+
+// Compares the scaling-defining fields of a PEFT adapter_config.json (r,
+// lora_alpha, use_rslora; no rank/alpha patterns) with `options`; throws
+// std::runtime_error naming the file, the field and both values.
+void check_peft_config_compatible(const std::string& config_file, const LoraOptions& options);
+
+}  // namespace ftcore::plugins::lora
