@@ -11,6 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
+#include "ftcore/plugin_loader.h"
+#include "peft_adapter.h"
 #include "ftcore/model.h"
 #include "ftcore/model_generation.h"
 #include "ftcore/tokenizer.h"
@@ -107,7 +109,6 @@ int generate_command(const std::vector<std::string>& args) {
   take("temperature", temperature);
   take("top-k", top_k);
   take("top-p", top_p);
-  if (adapter) throw po::error("--adapter " + *adapter + ": adapters arrive with the LoRA plugin; this build cannot apply one yet");
   if (prompt.has_value() == chat.has_value()) throw po::error("give exactly one of --prompt and --chat");
   if (system && !chat) throw po::error("--system goes with --chat");
   if (device_text != "cpu" && device_text != "cuda") throw po::error("--device must be cpu or cuda, got '" + device_text + "'");
@@ -125,6 +126,13 @@ int generate_command(const std::vector<std::string>& args) {
   auto tokenizer = Tokenizer::from_folder(model_dir);
   const std::vector<int64_t> ids = encode_request(*tokenizer, prompt, chat, system);
   auto model = Model::from_pretrained(model_dir, load);
+  PluginRegistry registry;
+  std::shared_ptr<sdk::Adapter> applied;
+  if (adapter) {
+    load_plugins(PluginSearchOptions{}, registry);
+    applied = apply_peft_adapter(*adapter, *model, registry);
+    spdlog::info("adapter {} applied", *adapter);
+  }
   const GenerationConfig defaults = read_generation_config(model_dir, model->config());
 
   SamplingOptions options;

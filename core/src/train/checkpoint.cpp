@@ -238,6 +238,9 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
 void rotate_checkpoints(const fs::path& run_dir, int64_t limit, const std::string& keep) {
   auto all = complete_checkpoints(run_dir);
   auto excess = static_cast<int64_t>(all.size()) - limit;
+  // The newest is what a resume needs and the best what the run is for: with
+  // limit 1 and an older best, both stay (as HF Trainer does).
+  if (!all.empty()) all.pop_back();
   for (const auto& [step, path] : all) {
     if (excess <= 0) break;
     if (path.filename() == keep) continue;

@@ -82,7 +82,8 @@ LoadedCheckpoint read_checkpoint(const std::filesystem::path& dir, const std::st
 // The complete checkpoint with the highest step in `run_dir`, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& run_dir);
 
-// Deletes the oldest checkpoints beyond `limit`, never `keep` (the best one).
+// Deletes the oldest checkpoints beyond `limit`, never `keep` (the best one)
+// nor the newest.
 void rotate_checkpoints(const std::filesystem::path& run_dir, int64_t limit, const std::string& keep);
 
 // Removes checkpoint-*.tmp folders left by a killed run.

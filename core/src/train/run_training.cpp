@@ -124,6 +124,7 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   if (recipe.model.get_string("dtype") != "auto") load.dtype = parse_dtype_name(recipe.model.get_string("dtype"));
   s.model = Model::from_pretrained(model_dir, load);
   s.model_config_json = read_text(model_dir / "config.json");
+  s.model_dir = fs::absolute(model_dir).lexically_normal().string();
   s.model->set_gradient_checkpointing(t.gradient_checkpointing);
   s.model->set_neftune_noise_alpha(t.neftune_noise_alpha);
 

@@ -254,12 +254,20 @@ bool Trainer::evaluate_and_log(bool final_eval) {
   return s_.options.early_stopping_patience && state_.evals_without_improvement >= *s_.options.early_stopping_patience;
 }
 
+// The adapter's PEFT config with base_model_name_or_path filled in (the
+// adapter cannot know the model's folder), so AutoPeftModelForCausalLM finds the base.
+std::string Trainer::adapter_config_text() const {
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(s_.adapter->peft_config_json());
+  config["base_model_name_or_path"] = s_.model_dir;
+  return config.dump(2) + "\n";
+}
+
 fs::path Trainer::save_checkpoint() {
   CheckpointContents c;
   if (s_.adapter) {
     c.weights_file = "adapter_model.safetensors";
     c.weights = s_.adapter->save();
-    c.text_files.emplace_back("adapter_config.json", s_.adapter->peft_config_json());
+    c.text_files.emplace_back("adapter_config.json", adapter_config_text());
   } else {
     c.weights_file = "model.safetensors";
     for (const auto& p : s_.model->named_parameters()) c.weights.add(p.name, p.tensor.detach());
@@ -288,7 +296,7 @@ void Trainer::write_final_outputs() {
   const fs::path& dir = s_.options.run_dir;
   if (s_.adapter) {
     safetensors::write_file(dir / "adapter_model.safetensors", s_.adapter->save());
-    write_file_atomically(dir / "adapter_config.json", s_.adapter->peft_config_json());
+    write_file_atomically(dir / "adapter_config.json", adapter_config_text());
   } else {
     sdk::TensorMap weights;
     for (const auto& p : s_.model->named_parameters()) weights.add(p.name, p.tensor.detach());

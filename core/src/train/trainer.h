@@ -43,6 +43,7 @@ struct TrainingSetup {
   Precision precision;
   GenerationEvalOptions generation_eval;
   std::string model_config_json;  // config.json of the base (full fine-tune outputs)
+  std::string model_dir;          // absolute; written as the adapter's base_model_name_or_path
   std::string recipe_sha256;
   std::vector<at::Tensor> trainable;  // every parameter the optimizer updates
 };
@@ -66,6 +67,7 @@ class Trainer {
   bool evaluate_and_log(bool final_eval);
   std::filesystem::path save_checkpoint();
   void write_final_outputs();
+  std::string adapter_config_text() const;
   void log_metrics(const std::string& phase, std::vector<std::pair<std::string, double>> values);
   void log_text(const std::string& tag, const std::string& text);
   bool due(std::optional<int64_t> every, std::optional<int64_t> per_epoch) const;

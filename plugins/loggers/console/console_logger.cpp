@@ -66,10 +66,12 @@ class ConsoleLogger : public sdk::Logger {
     } else {
       print_above_bar(plain_line(record) + "\n");
     }
+    std::fflush(stdout);  // lines appear as they happen when stdout is a file or a pipe (tee)
   }
 
   void log_text(int64_t step, const std::string& tag, const std::string& text) override {
     print_above_bar("step " + std::to_string(step) + " | " + tag + "\n" + text + "\n");
+    std::fflush(stdout);
   }
 
   void flush() override { std::fflush(stdout); }
