@@ -9,6 +9,7 @@
   an uninterrupted run's;
 - SIGTERM: exit 143 after saving a checkpoint; resuming finishes the run;
 - the loss watchdog stops with exit 1, a message and a checkpoint;
+- a NaN/Inf loss stops before the update with exit 1 and a checkpoint;
 - a run folder holding checkpoints is not silently overwritten (exit 2).
 
 Usage: trainer_behaviour_test.py FTCORE_BINARY
@@ -155,6 +156,19 @@ def check_watchdog_and_refusal(ftcore, out, model, data):
     print("watchdog: stopped at step 2 with exit 1 and a checkpoint; rerunning into it is refused with exit 2")
 
 
+def check_non_finite_loss(ftcore, out, model, data):
+    # lr 1e30 sends the adapter to huge values at step 1; step 2's loss is no longer finite.
+    recipe = adapter_recipe(out, "diverged", model, data)
+    p = tt.run_ftcore(ftcore, recipe, "--set", "optimizer.lr=1e30", "--set", "adapter.dropout=0.0", check=False)
+    assert p.returncode == 1, f"non-finite loss: exit {p.returncode}\n{p.stderr}"
+    assert ("NaN" in p.stderr or "infinite" in p.stderr) and "stopped before updating" in p.stderr, p.stderr
+    folder = run_dir(out, "diverged")
+    saved = [d for d in os.listdir(folder) if d.startswith("checkpoint-") and "." not in d]
+    assert saved, "no checkpoint saved at the non-finite loss"
+    assert not os.path.exists(os.path.join(folder, "adapter_model.safetensors")), "a diverged run wrote final outputs"
+    print(f"non-finite loss: exit 1 before updating, state saved in {sorted(saved)}")
+
+
 def main():
     ftcore = sys.argv[1]
     tt.require_default_tokenizer()
@@ -167,6 +181,7 @@ def main():
         check_kill_and_resume(ftcore, out, model, data, expected)
         check_sigterm(ftcore, out, model, data, expected)
         check_watchdog_and_refusal(ftcore, out, model, data)
+        check_non_finite_loss(ftcore, out, model, data)
 
 
 if __name__ == "__main__":

@@ -356,7 +356,7 @@ TrainingOutcome Trainer::run(const std::optional<fs::path>& checkpoint) {
       outcome.status = TrainingOutcome::Status::Stopped;
       outcome.message = "the loss of step " + std::to_string(state_.global_step + 1) + " is " +
                         (std::isnan(loss) ? "NaN" : "infinite") +
-                        "; stopped before updating (lower the learning rate, or check the data); last good state saved in " +
+                        "; stopped before updating (lower the learning rate, or check the data); the state before this step is saved in " +
                         save_checkpoint().string();
       break;
     }
