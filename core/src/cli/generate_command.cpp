@@ -125,9 +125,11 @@ int generate_command(const std::vector<std::string>& args) {
   read_model_config(model_dir);  // a folder that is not a supported model fails here, before the tokenizer
   auto tokenizer = Tokenizer::from_folder(model_dir);
   const std::vector<int64_t> ids = encode_request(*tokenizer, prompt, chat, system);
-  auto model = Model::from_pretrained(model_dir, load);
+  // Declared before the model so they outlive it: the adapter's modules in
+  // the model run code of the plugin library these keep loaded.
   PluginRegistry registry;
   std::shared_ptr<sdk::Adapter> applied;
+  auto model = Model::from_pretrained(model_dir, load);
   if (adapter) {
     load_plugins(PluginSearchOptions{}, registry);
     applied = apply_peft_adapter(*adapter, *model, registry);

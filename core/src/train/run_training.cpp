@@ -110,6 +110,7 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   const fs::path& recipe_path = recipe.path;
   check_metric_name(s.options, recipe_path);
   const train::TrainOptions& t = s.options;
+  const std::optional<fs::path> resume = resolve_resume(t, recipe_path);  // before the slow parts
   const c10::Device device = resolve_device(recipe.model.get_string("device"), recipe_path);
   s.precision = train::resolve_precision(t.precision, device);
   seed_everything(t.seed);
@@ -196,7 +197,6 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   for (const auto& l : recipe.loggers) s.loggers.push_back(registry.create_logger(*l.entry, l.options));
 
   // Run folder.
-  const std::optional<fs::path> resume = resolve_resume(t, recipe_path);
   fs::create_directories(t.run_dir);
   train::remove_partial_checkpoints(t.run_dir);
   const std::string lock = train::lock_file_text(recipe, s.data, model_dir, sampler_name);

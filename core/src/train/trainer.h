@@ -28,10 +28,12 @@ namespace ftcore::train {
 
 struct TrainingSetup {
   TrainOptions options;
+  // Declared before the model so it is destroyed after it: the adapter keeps
+  // its plugin library loaded, and the model holds the adapter's modules.
+  std::shared_ptr<sdk::Adapter> adapter;  // null: full fine-tune
   std::shared_ptr<Model> model;
   std::shared_ptr<Tokenizer> tokenizer;
   PreparedData data;
-  std::shared_ptr<sdk::Adapter> adapter;  // null: full fine-tune
   std::shared_ptr<sdk::Optimizer> optimizer;
   double base_lr = 0.0;  // the optimizer's lr option, before scheduling
   std::shared_ptr<sdk::Scheduler> scheduler;
