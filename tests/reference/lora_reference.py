@@ -4,8 +4,9 @@ Everything the C++ test compares against is computed here by peft 0.21 and
 transformers on tiny random Llamas (fixed seeds); nothing is copied from
 ftcore's own output.
 
-  peft OUT [CASE...]   OUT/model_tied, OUT/model_untied: tiny LlamaForCausalLM
-                       (tied / untied embeddings) saved with save_pretrained;
+  peft OUT [CASE...]   OUT/model_tied, OUT/model_untied, OUT/model_bias: tiny LlamaForCausalLM
+                       (tied / untied embeddings; untied with attention biases) saved with
+                       save_pretrained;
                        OUT/inputs.safetensors: input_ids, attention_mask,
                        position_ids (padding skipped) and labels (-100 on padding).
                        For each case (all by default), OUT/<case>/:
@@ -13,10 +14,13 @@ ftcore's own output.
                          initial.safetensors  the adapter right after get_peft_model with
                                          torch.manual_seed(INIT_SEED) (PEFT's initialisation)
                          targets.json    the modules PEFT wrapped with LoRA / modules_to_save
-                         adapter/        save_pretrained after A, B set to random non-zero values
-                                         and modules_to_save copies perturbed
-                         reference.safetensors  logits (fp32) and "grad.<saved name>" for every
-                                         trainable tensor after a cross-entropy loss on labels
+                         adapter/        save_pretrained after A, B set to random non-zero values,
+                                         DoRA magnitudes and modules_to_save copies perturbed
+                         reference.safetensors  initial_logits (eval mode, right after get_peft_model),
+                                         logits (fp32, train mode, torch seeded with
+                                         FORWARD_SEED so LoRA dropout draws alike) and
+                                         "grad.<ftcore parameter name>" for every trainable
+                                         tensor after a cross-entropy loss on labels
   load OUT [CASE...]   loads OUT/<case>/ftcore_adapter (written by the C++ test) with
                        PeftModel.from_pretrained on the case's model and writes
                        OUT/<case>/peft_of_ftcore.safetensors (logits, and merged_logits
@@ -45,9 +49,12 @@ warnings.filterwarnings("ignore")
 COMMON = dict(vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.1,
               pad_token_id=0, bos_token_id=1, eos_token_id=2)
-MODELS = {"model_tied": True, "model_untied": False}
-BF16_CASES = {"all_linear_bf16"}  # the model is loaded in bf16 on both sides
+# name -> LlamaConfig kwargs beyond COMMON
+MODELS = {"model_tied": dict(tie_word_embeddings=True), "model_untied": dict(tie_word_embeddings=False),
+          "model_bias": dict(tie_word_embeddings=False, attention_bias=True)}
+BF16_CASES = {"all_linear_bf16", "dora_bf16"}  # the model is loaded in bf16 on both sides
 INIT_SEED = 4321  # the C++ test seeds torch the same way before apply()
+FORWARD_SEED = 777  # ... and before the train-mode forward (dropout draws)
 T = 20
 
 # name -> (model, PEFT LoraConfig kwargs, the same adapter as ftcore options)
@@ -88,13 +95,34 @@ CASES = {
                                               modules_to_save=["embed_tokens", "lm_head"]),
                          dict(r=2, alpha=3.0, target_modules=["v_proj", "down_proj"],
                               modules_to_save=["embed_tokens", "lm_head"])),
+    # DoRA: the magnitude vector, its detached norm, its merge.
+    "dora_qv": ("model_tied", dict(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], use_dora=True),
+                dict(use_dora=True)),
+    "dora_all_linear_rslora": ("model_untied", dict(r=4, lora_alpha=8, target_modules="all-linear", use_rslora=True,
+                                                    use_dora=True),
+                               dict(r=4, alpha=8.0, target_modules=["all-linear"], use_rslora=True, use_dora=True)),
+    # Biased slots: the base output minus the bias is DoRA's x W^T.
+    "dora_bias": ("model_bias", dict(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                                     use_dora=True, modules_to_save=["lm_head"]),
+                  dict(r=4, alpha=8.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], use_dora=True,
+                       modules_to_save=["lm_head"])),
+    # Dropout in training: DoRA recomputes x W^T on the dropped x.
+    "dora_dropout": ("model_bias", dict(r=8, lora_alpha=16, target_modules=["q_proj", "o_proj", "down_proj"],
+                                        lora_dropout=0.25, use_dora=True),
+                     dict(target_modules=["q_proj", "o_proj", "down_proj"], dropout=0.25, use_dora=True)),
+    "dora_bf16": ("model_untied", dict(r=8, lora_alpha=16, target_modules="all-linear", use_dora=True),
+                  dict(target_modules=["all-linear"], use_dora=True)),
 }
 
 
 def make_models(out):
-    for name, tied in MODELS.items():
+    for name, extra in MODELS.items():
         torch.manual_seed(1234)
-        model = LlamaForCausalLM(LlamaConfig(**COMMON, tie_word_embeddings=tied))
+        model = LlamaForCausalLM(LlamaConfig(**COMMON, **extra))
+        with torch.no_grad():  # transformers zeroes Linear biases; DoRA must subtract real ones
+            for pname, p in model.named_parameters():
+                if pname.endswith(".bias"):
+                    p.normal_(0.0, 0.1)
         model.save_pretrained(os.path.join(out, name), safe_serialization=True)
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(3, COMMON["vocab_size"], (3, T), generator=g)
@@ -114,9 +142,11 @@ def load_base(out, name, case):
 
 
 def saved_name(param_name):
-    """PEFT's parameter name -> the name get_peft_model_state_dict writes."""
-    return param_name.replace(".lora_A.default.", ".lora_A.").replace(".lora_B.default.", ".lora_B.").replace(
-        ".modules_to_save.default.", ".")
+    """PEFT's parameter name -> ftcore's: the adapter name dropped (what get_peft_model_state_dict writes,
+    except that it also drops the magnitude's ".weight")."""
+    for part in ("lora_A", "lora_B", "lora_magnitude_vector"):
+        param_name = param_name.replace(f".{part}.default.", f".{part}.")
+    return param_name.replace(".modules_to_save.default.", ".")
 
 
 def wrapped_modules(peft_model):
@@ -148,6 +178,9 @@ def write_case(out, case, inputs):
     model = get_peft_model(base, LoraConfig(task_type="CAUSAL_LM", **peft_kwargs))
     initial = {k: v.detach().clone().contiguous() for k, v in get_peft_model_state_dict(model).items()}
     save_file(initial, os.path.join(folder, "initial.safetensors"))
+    model.eval()
+    with torch.no_grad():
+        initial_logits = logits_of(model, inputs)
     with open(os.path.join(folder, "targets.json"), "w") as f:
         json.dump(wrapped_modules(model), f, indent=1)
 
@@ -157,16 +190,19 @@ def write_case(out, case, inputs):
             if not p.requires_grad:
                 continue
             noise = torch.randn(p.shape, generator=g)
-            if ".lora_" in name:
+            if ".lora_magnitude_vector." in name:
+                p.mul_(1 + 0.2 * noise)
+            elif ".lora_" in name:
                 p.copy_(noise * 0.1)
             else:
                 p.add_(noise * 0.02)
     model.save_pretrained(os.path.join(folder, "adapter"))
 
-    model.train()  # dropout is 0: train mode changes nothing but is what training runs
+    model.train()  # what training runs; LoRA dropout draws from the seeded generator
+    torch.manual_seed(FORWARD_SEED)
     logits = logits_of(model, inputs)
     cross_entropy(logits, inputs["labels"]).backward()
-    reference = {"logits": logits.detach().contiguous()}
+    reference = {"logits": logits.detach().contiguous(), "initial_logits": initial_logits.contiguous()}
     for name, p in model.named_parameters():
         if p.requires_grad:
             reference["grad." + saved_name(name).removeprefix("base_model.model.")] = p.grad.detach().contiguous()

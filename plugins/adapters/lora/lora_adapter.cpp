@@ -123,7 +123,9 @@ std::vector<sdk::ParamGroupSpec> LoraAdapter::apply(sdk::ModelView& model) {
     // PEFT moves new factors to the base's dtype, then autocast_adapter_dtype
     // casts fp16/bf16 ones back to fp32: A starts rounded to the base dtype.
     if (dtype == at::kBFloat16 || dtype == at::kHalf) a = a.to(dtype).to(at::kFloat);
-    auto lora = std::make_shared<LoraLinear>(base, a.to(device), b.to(device), scaling, options_.dropout);
+    // DoRA: m = ||W + s B A|| per row with B = 0, i.e. ||W||.
+    at::Tensor magnitude = options_.use_dora ? dora_initial_magnitude(base->dense_weight()).to(device) : at::Tensor();
+    auto lora = std::make_shared<LoraLinear>(base, a.to(device), b.to(device), scaling, options_.dropout, magnitude);
     model.replace_linear(path, lora);
     wrapped_.push_back({path, lora});
   }
@@ -151,6 +153,7 @@ std::vector<sdk::ParamGroupSpec> LoraAdapter::apply(sdk::ModelView& model) {
   for (const auto& w : wrapped_) {
     group.params.push_back({w.path + ".lora_A.weight", w.module->lora_a()});
     group.params.push_back({w.path + ".lora_B.weight", w.module->lora_b()});
+    if (w.module->use_dora()) group.params.push_back({w.path + ".lora_magnitude_vector.weight", w.module->magnitude()});
   }
   for (const auto& p : full_params_) group.params.push_back(p);
   return {group};
@@ -161,6 +164,8 @@ std::vector<std::pair<std::string, at::Tensor>> LoraAdapter::adapter_tensors() c
   for (const auto& w : wrapped_) {
     out.emplace_back(kPeftPrefix + w.path + ".lora_A.weight", w.module->lora_a());
     out.emplace_back(kPeftPrefix + w.path + ".lora_B.weight", w.module->lora_b());
+    // PEFT saves m without ".weight" (its state dict drops it for this one).
+    if (w.module->use_dora()) out.emplace_back(kPeftPrefix + w.path + ".lora_magnitude_vector", w.module->magnitude());
   }
   for (const auto& p : full_params_) out.emplace_back(kPeftPrefix + p.name, p.tensor);
   return out;
@@ -194,7 +199,9 @@ void LoraAdapter::load(const sdk::TensorMap& weights) {
     expected.push_back(name);
     const at::Tensor* stored = weights.find(name);
     if (!stored) {
-      problems.push_back(name + ": missing from the file");
+      const bool magnitude = name.ends_with(".lora_magnitude_vector");
+      problems.push_back(name + ": missing from the file" +
+                         (magnitude ? " (use_dora = true, and the file is not a DoRA adapter?)" : ""));
       continue;
     }
     if (stored->sizes() != ours.sizes()) {
@@ -211,6 +218,10 @@ void LoraAdapter::load(const sdk::TensorMap& weights) {
   }
   for (const auto& [name, tensor] : weights.tensors) {
     if (std::find(expected.begin(), expected.end(), name) != expected.end()) continue;
+    if (name.ends_with(".lora_magnitude_vector") && !options_.use_dora) {
+      problems.push_back(name + ": unexpected; the file is a DoRA adapter: set use_dora = true");
+      continue;
+    }
     const bool lora = name.find(".lora_") != std::string::npos;
     problems.push_back(name + ": unexpected; " +
                        (lora ? "the file adapts a module this recipe does not target (check target_modules, "
@@ -234,7 +245,11 @@ void LoraAdapter::merge(sdk::ModelView& model) {
   at::NoGradGuard no_grad;
   for (const auto& w : wrapped_) {
     const auto& base = w.module->base();
-    at::Tensor weight = merged_weight(base->dense_weight(), w.module->lora_a(), w.module->lora_b(), w.module->scaling());
+    at::Tensor weight = w.module->use_dora()
+                            ? dora_merged_weight(base->dense_weight(), w.module->lora_a(), w.module->lora_b(),
+                                                 w.module->magnitude(), w.module->scaling())
+                            : merged_weight(base->dense_weight(), w.module->lora_a(), w.module->lora_b(),
+                                            w.module->scaling());
     at::Tensor bias = base->bias();
     model.replace_linear(w.path, std::make_shared<PlainLinear>(weight.set_requires_grad(false), bias));
   }

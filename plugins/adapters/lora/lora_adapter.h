@@ -1,19 +1,22 @@
 // adapter/lora: LoRA (Hu et al., https://arxiv.org/abs/2106.09685) with
-// rsLoRA scaling (Kalajdzievski, https://arxiv.org/abs/2312.03732), saved and
+// rsLoRA scaling (Kalajdzievski, https://arxiv.org/abs/2312.03732) and DoRA
+// (Liu et al., https://arxiv.org/abs/2402.09353), saved and
 // loaded in HF PEFT's format so either side reads the other's adapters.
 //
 //   apply():  each targeted Linear slot becomes a LoraLinear (lora_linear.h)
 //             around the frozen base; modules_to_save become trainable
 //             copies (Linear slots) or train in place (embeddings, norms).
-//             One param group "lora": every A, B and modules_to_save tensor,
-//             named as Model::named_parameters() names them.
+//             One param group "lora": every A, B (DoRA: and m) and
+//             modules_to_save tensor, named as Model::named_parameters() names them.
 //   save():   "base_model.model.<path>.lora_A.weight" [r, in] and
-//             ".lora_B.weight" [out, r] (fp32), "base_model.model.<module>.weight"
+//             ".lora_B.weight" [out, r] (fp32), DoRA's ".lora_magnitude_vector"
+//             [out] (fp32, no ".weight"), "base_model.model.<module>.weight"
 //             for modules_to_save: get_peft_model_state_dict's names.
 //   load():   the same names; every tensor must be there with its shape, and
 //             nothing else may be.
 //   merge():  each LoraLinear slot becomes a dense Linear holding
-//             W + scaling * B A (PEFT's merge_and_unload).
+//             W + scaling * B A (DoRA: each row rescaled to m / ||row||)
+//             (PEFT's merge_and_unload).
 //
 // Initialisation draws from torch's default CPU generator exactly as PEFT's
 // LoraLayer.update_layer does (nn.Linear's own init of A and B, then

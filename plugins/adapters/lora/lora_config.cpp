@@ -54,9 +54,12 @@ sdk::ParamSpec lora_param_spec() {
       .with_doc("A's initialisation (B starts at zero): kaiming = Kaiming-uniform(a=sqrt(5)), |A| <= 1/sqrt(in) "
                 "(PEFT's init_lora_weights=true); gaussian = normal with std 1/r.");
   s.add_bool("use_rslora", false).with_doc("Rank-stabilised scaling alpha / sqrt(r) (arXiv 2312.03732).");
+  s.add_bool("use_dora", false)
+      .with_doc("DoRA (arXiv 2402.09353): a trainable magnitude per output row (lora_magnitude_vector, "
+                "initialised to ||W|| per row) rescales each row of W + scaling * B A; PEFT's use_dora.");
   s.add_string("lora_model_dir", "")
       .with_doc("A PEFT adapter folder (adapter_model.safetensors + adapter_config.json) to continue from; "
-                "its r, lora_alpha and use_rslora must equal this recipe's.");
+                "its r, lora_alpha, use_rslora and use_dora must equal this recipe's.");
   s.exclusive({"target_modules", "target_regex"});
   return s;
 }
@@ -74,6 +77,7 @@ LoraOptions lora_options_from(const sdk::Options& options) {
   o.fan_in_fan_out = options.get_bool("fan_in_fan_out");
   o.init = options.get_string("init") == "gaussian" ? LoraInit::Gaussian : LoraInit::Kaiming;
   o.use_rslora = options.get_bool("use_rslora");
+  o.use_dora = options.get_bool("use_dora");
   o.lora_model_dir = options.get_string("lora_model_dir");
   if (o.r < 1) throw std::invalid_argument("r must be >= 1, got " + std::to_string(o.r));
   if (o.target_regex.empty() && o.target_modules.empty())
@@ -128,7 +132,7 @@ std::string peft_config_json(const LoraOptions& o, const std::vector<std::string
   j["bias"] = "none";
   j["use_rslora"] = o.use_rslora;
   j["init_lora_weights"] = o.init == LoraInit::Gaussian ? nlohmann::ordered_json("gaussian") : nlohmann::ordered_json(true);
-  j["use_dora"] = false;
+  j["use_dora"] = o.use_dora;
   j["lora_bias"] = false;
   j["rank_pattern"] = nlohmann::ordered_json::object();
   j["alpha_pattern"] = nlohmann::ordered_json::object();
@@ -163,7 +167,10 @@ void check_peft_config_compatible(const std::string& config_file, const LoraOpti
   for (const char* key : {"rank_pattern", "alpha_pattern"})
     if (j.contains(key) && j[key].is_object() && !j[key].empty())
       throw fail(std::string(key) + " is set; per-module ranks and alphas are not supported");
-  if (j.value("use_dora", false)) throw fail("use_dora is true; this is a plain LoRA adapter");
+  const bool dora = j.contains("use_dora") && j["use_dora"].is_boolean() && j["use_dora"].get<bool>();
+  if (dora != o.use_dora)
+    throw fail(std::string("use_dora is ") + (dora ? "true" : "false") + ", the recipe says " +
+               (o.use_dora ? "true" : "false"));
 }
 
 }  // namespace ftcore::plugins::lora

@@ -25,6 +25,7 @@ struct LoraOptions {
   bool fan_in_fan_out = false;
   LoraInit init = LoraInit::Kaiming;
   bool use_rslora = false;
+  bool use_dora = false;  // DoRA's magnitude vector on every adapted slot
   std::string lora_model_dir;
 
   // alpha / r, or alpha / sqrt(r) with rsLoRA.
@@ -41,7 +42,7 @@ LoraOptions lora_options_from(const sdk::Options& options);
 std::string peft_config_json(const LoraOptions& options, const std::vector<std::string>& target_short_names);
 
 // Compares the scaling-defining fields of a PEFT adapter_config.json (r,
-// lora_alpha, use_rslora; no rank/alpha patterns) with `options`; throws
+// lora_alpha, use_rslora, use_dora; no rank/alpha patterns) with `options`; throws
 // std::runtime_error naming the file, the field and both values.
 void check_peft_config_compatible(const std::string& config_file, const LoraOptions& options);
 

@@ -2,7 +2,10 @@
 // lora.Linear.forward and get_delta_weight op for op, so fp32 results agree
 // to rounding and bf16 results round at the same places.
 //
-// Shapes: x [..., in]; A [r, in]; B [out, r]; W [out, in].
+// DoRA follows PEFT's DoraLinearLayer.forward and DoraLinearVariant.merge
+// the same way.
+//
+// Shapes: x [..., in]; A [r, in]; B [out, r]; W [out, in]; m [out].
 #include "lora_linear.h"
 
 #include <ATen/ATen.h>
@@ -10,7 +13,7 @@
 namespace ftcore::plugins::lora {
 
 LoraLinear::LoraLinear(std::shared_ptr<sdk::LinearModule> base, const at::Tensor& lora_a, const at::Tensor& lora_b,
-                       double scaling, double dropout)
+                       double scaling, double dropout, const at::Tensor& magnitude)
     : scaling_(scaling), dropout_(dropout) {
   TORCH_CHECK(base, "LoraLinear needs a base module");
   TORCH_CHECK(lora_a.dim() == 2 && lora_a.size(1) == base->in_features(), "lora_A must be [r, ",
@@ -20,15 +23,48 @@ LoraLinear::LoraLinear(std::shared_ptr<sdk::LinearModule> base, const at::Tensor
   base_ = register_module("base_layer", std::move(base));
   a_ = register_module("lora_A", std::make_shared<LoraFactor>(lora_a));
   b_ = register_module("lora_B", std::make_shared<LoraFactor>(lora_b));
+  if (magnitude.defined()) {
+    TORCH_CHECK(magnitude.dim() == 1 && magnitude.size(0) == base_->out_features(),
+                "lora_magnitude_vector must be [", base_->out_features(), "], got ", magnitude.sizes());
+    magnitude_ = register_module("lora_magnitude_vector", std::make_shared<LoraFactor>(magnitude));
+  }
 }
 
 at::Tensor LoraLinear::forward(const at::Tensor& x) {
   at::Tensor result = base_->forward(x);
+  if (magnitude_) return dora_update(x, result);
   const auto result_dtype = result.scalar_type();
   at::Tensor h = x.to(lora_a().scalar_type());
   if (dropout_ > 0.0) h = at::dropout(h, dropout_, is_training());
   // PEFT: result = result + lora_B(lora_A(dropout(x))) * scaling; result.to(result_dtype)
   at::Tensor update = at::linear(at::linear(h, lora_a()), lora_b()) * scaling_;
+  return (result + update).to(result_dtype);
+}
+
+// PEFT's DoraLinearVariant.forward + DoraLinearLayer.forward, op for op.
+at::Tensor LoraLinear::dora_update(const at::Tensor& x, const at::Tensor& result) {
+  const auto result_dtype = result.scalar_type();
+  at::Tensor h = x.to(lora_a().scalar_type());
+  const at::Tensor weight = base_->dense_weight().to(h.scalar_type());
+  // x W^T without the bias: reuse the base output when the LoRA branch sees
+  // the same x; with dropout active it sees dropout(x), so recompute.
+  at::Tensor base_result;
+  if (dropout_ > 0.0 && is_training()) {
+    h = at::dropout(h, dropout_, /*train=*/true);
+    base_result = at::linear(h, weight);
+  } else {
+    base_result = base_->bias().defined() ? result - base_->bias() : result;
+  }
+  at::Tensor weight_norm;
+  {
+    // n = ||W + s B A|| per row, a constant for autograd (DoRA section 4.3).
+    at::NoGradGuard no_grad;
+    at::Tensor lora_weight = at::matmul(lora_b(), lora_a()).to(h.scalar_type());
+    weight_norm = at::linalg_vector_norm(weight + scaling_ * lora_weight, 2, {1}).to(weight.scalar_type());
+  }
+  const at::Tensor scale = (magnitude() / weight_norm).view({1, -1});  // m / n, [1, out]
+  const at::Tensor lora_result = at::linear(at::linear(h, lora_a()), lora_b());
+  const at::Tensor update = (scale - 1) * base_result + scale * lora_result * scaling_;
   return (result + update).to(result_dtype);
 }
 
@@ -41,8 +77,23 @@ at::Tensor merged_weight(const at::Tensor& weight, const at::Tensor& lora_a, con
   return w.to(weight.scalar_type());
 }
 
+at::Tensor dora_initial_magnitude(const at::Tensor& weight) {
+  at::NoGradGuard no_grad;
+  return at::linalg_vector_norm(weight, 2, {1}).to(at::kFloat);
+}
+
+at::Tensor dora_merged_weight(const at::Tensor& weight, const at::Tensor& lora_a, const at::Tensor& lora_b,
+                              const at::Tensor& magnitude, double scaling) {
+  at::Tensor delta = at::matmul(lora_b.to(at::kFloat), lora_a.to(at::kFloat)) * scaling;
+  at::Tensor v = weight.to(at::kFloat) + delta.to(weight.device());
+  at::Tensor norm = at::linalg_vector_norm(v, 2, {1});
+  at::Tensor factor = (magnitude.to(at::kFloat).to(weight.device()) / norm).view({-1, 1});  // m / ||V||, [out, 1]
+  return (factor * v).to(weight.scalar_type());
+}
+
 at::Tensor LoraLinear::dense_weight() const {
   at::NoGradGuard no_grad;
+  if (magnitude_) return dora_merged_weight(base_->dense_weight(), lora_a(), lora_b(), magnitude(), scaling_);
   return merged_weight(base_->dense_weight(), lora_a(), lora_b(), scaling_);
 }
 

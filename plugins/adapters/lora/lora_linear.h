@@ -14,6 +14,19 @@
 // (without its adapter name), so named parameters read
 // "<path>.base_layer.weight", "<path>.lora_A.weight", "<path>.lora_B.weight".
 //
+// DoRA (Liu et al., https://arxiv.org/abs/2402.09353) adds a trainable
+// magnitude m [out] ("<path>.lora_magnitude_vector.weight") and rescales each
+// output row of the adapted weight W + s B A to length m, as PEFT 0.21's
+// DoraLinearLayer computes it (x' = dropout(x) in training with dropout > 0,
+// else x):
+//
+//   n      = || W + s B A ||  per output row, DETACHED (paper, section 4.3:
+//            treated as a constant, it gets no gradient)
+//   y      = base(x) + (m / n - 1) * (x' W^T) + (m / n) * (B (A x')) * s
+//   x' W^T = base(x) - b when x' = x (no dropout), else computed on x'
+//
+// m starts as ||W|| per row (with B = 0: the identity at init).
+//
 // PlainLinear is a dense y = x W^T + b with parameters "weight" and "bias":
 // what merge() leaves in a slot (HF names again) and what a slot listed in
 // modules_to_save becomes (a trainable copy, as PEFT's ModulesToSaveWrapper).
@@ -39,14 +52,16 @@ class LoraFactor : public torch::nn::Module {
 class LoraLinear : public sdk::LinearModule {
  public:
   // A and B are created fp32 on the base weight's device with B = 0; the
-  // caller initialises A (see init_lora_factors in lora_adapter.cpp).
+  // caller initialises A (see init_lora_factors in lora_adapter.cpp). A
+  // defined `magnitude` [out] makes this a DoRA layer.
   LoraLinear(std::shared_ptr<sdk::LinearModule> base, const at::Tensor& lora_a, const at::Tensor& lora_b,
-             double scaling, double dropout);
+             double scaling, double dropout, const at::Tensor& magnitude = {});
 
   at::Tensor forward(const at::Tensor& x) override;
   int64_t in_features() const override { return base_->in_features(); }
   int64_t out_features() const override { return base_->out_features(); }
-  // W + scaling * B A in the base weight's dtype (what merge() writes).
+  // W + scaling * B A (DoRA: rows rescaled to m) in the base weight's dtype
+  // (what merge() writes).
   at::Tensor dense_weight() const override;
   at::Tensor bias() const override { return base_->bias(); }
 
@@ -54,10 +69,15 @@ class LoraLinear : public sdk::LinearModule {
   const at::Tensor& lora_a() const { return a_->weight(); }
   const at::Tensor& lora_b() const { return b_->weight(); }
   double scaling() const { return scaling_; }
+  bool use_dora() const { return magnitude_ != nullptr; }
+  const at::Tensor& magnitude() const { return magnitude_->weight(); }  // DoRA only
 
  private:
+  at::Tensor dora_update(const at::Tensor& x, const at::Tensor& result);
+
   std::shared_ptr<sdk::LinearModule> base_;
   std::shared_ptr<LoraFactor> a_, b_;
+  std::shared_ptr<LoraFactor> magnitude_;  // DoRA's m, else null
   double scaling_;
   double dropout_;
 };
@@ -66,6 +86,16 @@ class LoraLinear : public sdk::LinearModule {
 // PEFT's merge does (`weight.data += get_delta_weight()`).
 at::Tensor merged_weight(const at::Tensor& weight, const at::Tensor& lora_a, const at::Tensor& lora_b,
                          double scaling);
+
+// DoRA's initial magnitude: ||W|| per output row [out], fp32. The norm is
+// taken in W's own dtype (PEFT computes it before casting adapters to fp32,
+// so a bf16 base gives a bf16-rounded m).
+at::Tensor dora_initial_magnitude(const at::Tensor& weight);
+
+// DoRA's merge (PEFT's DoraLinearVariant.merge): V = W + scaling * B A in
+// fp32, each row scaled by m / ||V_row||, rounded once to W's dtype.
+at::Tensor dora_merged_weight(const at::Tensor& weight, const at::Tensor& lora_a, const at::Tensor& lora_b,
+                              const at::Tensor& magnitude, double scaling);
 
 class PlainLinear : public sdk::LinearModule {
  public:
