@@ -11,6 +11,7 @@
 
 #include "ftcore/hash.h"
 #include "ftcore/model_config.h"
+#include "ftcore/param_groups.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
 #include "ftcore/trainer.h"
@@ -43,25 +44,6 @@ void seed_everything(uint64_t seed) {
   at::Generator g = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(g.mutex());
   g.set_current_seed(seed);
-}
-
-// Weight decay applies to tensors of two or more dimensions (matrices,
-// embeddings); biases and norm weights go to a group of their own without
-// it, as HF Trainer's get_decay_parameter_names does.
-std::vector<sdk::ParamGroupSpec> split_no_decay(std::vector<sdk::ParamGroupSpec> groups) {
-  std::vector<sdk::ParamGroupSpec> out;
-  for (auto& g : groups) {
-    sdk::ParamGroupSpec no_decay;
-    no_decay.name = g.name + ".no_decay";
-    no_decay.lr_scale = g.lr_scale;
-    no_decay.weight_decay = 0.0;
-    sdk::ParamGroupSpec decay = g;
-    decay.params.clear();
-    for (auto& p : g.params) (p.tensor.dim() >= 2 || g.weight_decay ? decay : no_decay).params.push_back(p);
-    if (!decay.params.empty()) out.push_back(std::move(decay));
-    if (!no_decay.params.empty()) out.push_back(std::move(no_decay));
-  }
-  return out;
 }
 
 std::string read_text(const fs::path& path) {
