@@ -4,7 +4,8 @@ template, model, greedy decoding, streamed detokenization):
 1. --prompt TEXT on three prompts: ftcore's printed text must equal
    transformers' tokenizer.decode(generate(do_sample=False), skip_special_tokens=True).
 2. --chat TEXT: the same with tokenizer.apply_chat_template(add_generation_prompt=True).
-3. --adapter DIR and --prompt with --chat are refused with a clear message (exit 2).
+3. --adapter with a folder that is not an adapter, and --prompt with --chat,
+   are refused with a clear message (exit 2).
 
 Runs on the default model (fp32); says SKIPPED and exits 0 when it is absent.
 
@@ -60,7 +61,7 @@ def main():
         ok = r.returncode == 0 and got == expected
         failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {' '.join(args)!r}: {got!r}" + ("" if ok else f"\n     expected {expected!r}\n     stderr {r.stderr}"))
-    for args, needle in [(["--adapter", "/tmp/none", "--prompt", "hi"], "adapters arrive with the LoRA plugin"),
+    for args, needle in [(["--adapter", "/tmp/none", "--prompt", "hi"], "not a PEFT adapter folder"),
                          (["--prompt", "a", "--chat", "b"], "exactly one of --prompt and --chat")]:
         r = ftcore(binary, *args)
         ok = r.returncode == 2 and needle in r.stderr

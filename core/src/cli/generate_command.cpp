@@ -4,6 +4,7 @@
 // --temperature > 0, --top-k, --top-p, --seed). --chat renders the message
 // with the tokenizer's chat template and asks for the assistant's reply.
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 
@@ -109,6 +110,8 @@ int generate_command(const std::vector<std::string>& args) {
   take("temperature", temperature);
   take("top-k", top_k);
   take("top-p", top_p);
+  if (adapter && !std::filesystem::exists(std::filesystem::path(*adapter) / "adapter_config.json"))
+    throw po::error("--adapter " + *adapter + ": not a PEFT adapter folder (no adapter_config.json)");
   if (prompt.has_value() == chat.has_value()) throw po::error("give exactly one of --prompt and --chat");
   if (system && !chat) throw po::error("--system goes with --chat");
   if (device_text != "cpu" && device_text != "cuda") throw po::error("--device must be cpu or cuda, got '" + device_text + "'");
