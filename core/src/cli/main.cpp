@@ -27,6 +27,7 @@ const char* kUsage =
     "  convert IN OUT    a GGUF model to an HF folder\n"
     "  data inspect R    the recipe's dataset as the trainer sees it (tokens, masks)\n"
     "  generate          text from a model: --model DIR (--prompt TEXT | --chat TEXT)\n"
+    "  merge             fold a PEFT adapter into its model: --model DIR --adapter DIR --out DIR\n"
     "\n"
     "Global options:\n"
     "  --version         ftcore, libtorch, C++ ABI and CUDA facts\n"
@@ -74,8 +75,9 @@ int dispatch(std::vector<std::string> args) {
   if (command == "plugins") return ftcore::cli::plugins_command(rest);
   if (command == "convert") return ftcore::cli::convert_command(rest);
   if (command == "generate") return ftcore::cli::generate_command(rest);
+  if (command == "merge") return ftcore::cli::merge_command(rest);
   if (command == "data") return ftcore::cli::data_command(rest);
-  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert", "data", "generate"});
+  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert", "data", "generate", "merge"});
   throw boost::program_options::error("unknown command '" + command + "'" +
                                       (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
 }

@@ -34,16 +34,18 @@ std::shared_ptr<sdk::Adapter> apply_peft_adapter(const fs::path& dir, Model& mod
   const std::string type = config.value("peft_type", "");
   if (type != "LORA")
     throw std::runtime_error(config_path.string() + ": peft_type \"" + type + "\" is not supported (LORA is)");
-  if (config.value("use_dora", false))
-    throw std::runtime_error(config_path.string() + ": use_dora = true needs DoRA, which this build lacks");
   const RegistryEntry* entry = registry.find(sdk::ComponentKind::Adapter, "lora");
   if (!entry) throw std::runtime_error("the adapter/lora plugin is not installed (see `ftcore plugins`)");
+  const bool dora = config.value("use_dora", false);
+  if (dora && !entry->params->find("use_dora"))
+    throw std::runtime_error(config_path.string() + ": use_dora = true needs DoRA, which this adapter/lora lacks");
 
   std::map<std::string, sdk::ParamValue> values;
   try {
     values["r"] = config.at("r").get<int64_t>();
     values["alpha"] = config.at("lora_alpha").get<double>();
     values["use_rslora"] = config.value("use_rslora", false);
+    if (dora) values["use_dora"] = true;
     const nlohmann::json& targets = config.at("target_modules");
     if (targets.is_string()) {
       values["target_regex"] = targets.get<std::string>();

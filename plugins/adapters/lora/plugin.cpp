@@ -1,8 +1,9 @@
-// Registers adapter/lora and adapter/lora_plus.
+// Registers adapter/lora, adapter/relora and adapter/lora_plus.
 #include "ftcore/sdk/plugin.h"
 #include "ftcore/sdk/registry.h"
 #include "lora_adapter.h"
 #include "lora_plus_adapter.h"
+#include "relora_adapter.h"
 
 namespace {
 
@@ -13,6 +14,14 @@ void register_lora(ftcore::sdk::Registry& registry) {
        plugins::lora::lora_param_spec()},
       [](const sdk::Options& options) -> std::unique_ptr<sdk::Adapter> {
         return std::make_unique<plugins::lora::LoraAdapter>(plugins::lora::lora_options_from(options));
+      });
+  registry.add_adapter(
+      {"relora", "ReLoRA: LoRA merged into the base and restarted every relora_steps steps, with a jagged lr "
+                 "re-warmup and pruned optimizer state",
+       plugins::lora::relora_param_spec()},
+      [](const sdk::Options& options) -> std::unique_ptr<sdk::Adapter> {
+        return std::make_unique<plugins::lora::ReloraAdapter>(plugins::lora::lora_options_from(options),
+                                                              plugins::lora::relora_options_from(options));
       });
   registry.add_adapter(
       {"lora_plus", "LoRA+: adapter/lora with the B matrices trained at loraplus_lr_ratio x the A matrices' lr "
