@@ -2,8 +2,8 @@
 // weights keep their stored dtype and ops run under autocast in bf16 or fp16
 // (matmuls in the low precision, reductions and the loss in fp32). fp16 adds
 // dynamic loss scaling, because fp16 gradients underflow without it.
-// "auto" picks bf16 on CUDA and on a CPU with AVX512-BF16 or AMX, fp32 on
-// other CPUs; on CUDA fp32 matmuls also run in TF32.
+// "auto" picks bf16 on CUDA and on a CPU with AMX-BF16, fp32 on other CPUs
+// (where bf16 autocast was measured slower); on CUDA fp32 matmuls also run in TF32.
 #pragma once
 
 #include <string>
