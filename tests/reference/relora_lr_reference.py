@@ -83,13 +83,7 @@ def write_recipe(out, name, model, data, scheduler, anneal, **train_extra):
 
 
 def logged_lrs(run_dir):
-    lrs = {}
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("phase") == "train" and "lr" in r:
-                lrs[r["step"]] = r["lr"]
-    return [lrs[k] for k in sorted(lrs)]
+    return tt.train_metric(run_dir, "lr")
 
 
 def check_run(name, lrs, scheduler, anneal, log):

@@ -109,12 +109,17 @@ def run_ftcore(ftcore, recipe, *extra, env=None, check=True):
     return p
 
 
-def train_losses(run_dir):
-    """Per-step training losses from metrics.jsonl (logging_steps = 1)."""
-    losses = {}
+def train_metric(run_dir, key):
+    """Per-step values of a training metric from metrics.jsonl (logging_steps = 1;
+    a step logged again after a resume keeps its last value)."""
+    values = {}
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         for line in f:
             r = json.loads(line)
-            if r.get("phase") == "train" and "loss" in r:
-                losses[r["step"]] = r["loss"]
-    return [losses[k] for k in sorted(losses)]
+            if r.get("phase") == "train" and key in r:
+                values[r["step"]] = r[key]
+    return [values[k] for k in sorted(values)]
+
+
+def train_losses(run_dir):
+    return train_metric(run_dir, "loss")

@@ -24,4 +24,16 @@ bool parse_subcommand(const std::vector<std::string>& args, po::options_descript
   return true;
 }
 
+bool parse_options(const std::vector<std::string>& args, const boost::program_options::options_description& visible,
+                   boost::program_options::variables_map& vm) {
+  namespace po = boost::program_options;
+  po::store(po::command_line_parser(args).options(visible).run(), vm);
+  if (vm.count("help")) {
+    std::cout << visible << "\n";
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
 }  // namespace ftcore::cli

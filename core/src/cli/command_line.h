@@ -14,4 +14,9 @@ namespace ftcore::cli {
 bool parse_subcommand(const std::vector<std::string>& args, boost::program_options::options_description& visible,
                       std::vector<std::string>& positionals, int max_positionals = -1);
 
+// For subcommands without positionals that read the variables_map
+// themselves: stores and notifies; false when --help was printed.
+bool parse_options(const std::vector<std::string>& args, const boost::program_options::options_description& visible,
+                   boost::program_options::variables_map& vm);
+
 }  // namespace ftcore::cli

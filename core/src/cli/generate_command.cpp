@@ -11,6 +11,7 @@
 #include <boost/program_options.hpp>
 #include <spdlog/spdlog.h>
 
+#include "command_line.h"
 #include "commands.h"
 #include "ftcore/plugin_loader.h"
 #include "peft_adapter.h"
@@ -93,12 +94,7 @@ int generate_command(const std::vector<std::string>& args) {
       "dtype", po::value(&dtype_text), "auto (the checkpoint's), fp32, bf16 or fp16")(
       "device", po::value(&device_text), "cpu (default) or cuda");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(visible).run(), vm);
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return kExitOk;
-  }
-  po::notify(vm);
+  if (!parse_options(args, visible, vm)) return kExitOk;
   auto take = [&](const char* key, auto& out) {
     if (vm.count(key)) out = vm[key].as<typename std::decay_t<decltype(out)>::value_type>();
   };

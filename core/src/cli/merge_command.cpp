@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "command_line.h"
 #include "commands.h"
 #include "ftcore/model.h"
 #include "ftcore/plugin_loader.h"
@@ -219,12 +220,7 @@ int merge_command(const std::vector<std::string>& args) {
       "max-shard-size", po::value(&shard_text), "largest weight file, e.g. 5GB (default), 500MB, 2GiB")(
       "overwrite", po::bool_switch(), "replace an existing --out folder");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(visible).run(), vm);
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return kExitOk;
-  }
-  po::notify(vm);
+  if (!parse_options(args, visible, vm)) return kExitOk;
   for (const char* key : {"model", "adapter", "out"})
     if (!vm.count(key)) throw po::error(std::string("--") + key + " is required (see ftcore merge --help)");
   std::optional<c10::ScalarType> dtype;
