@@ -90,12 +90,15 @@ check_runpath "$prefix/bin/ftcore" '$ORIGIN/../lib'
 check_runpath "$(readlink -f "$prefix/lib/libftcore.so")" '$ORIGIN'
 check_runpath "$(readlink -f "$prefix/lib/libftcore_sdk.so")" '$ORIGIN'
 for plugin in "$prefix"/lib/ftcore/plugins/*.so; do check_runpath "$plugin" '$ORIGIN/../..'; done
-if ldd "$prefix/bin/ftcore" | grep -q 'not found'; then
-  ldd "$prefix/bin/ftcore" >&2
+# ldd's output is captured first: `ldd | grep -q` under pipefail fails at
+# random when grep exits early and ldd dies of SIGPIPE.
+ldd_out="$(ldd "$prefix/bin/ftcore")"
+if grep -q 'not found' <<< "$ldd_out"; then
+  echo "$ldd_out" >&2
   fail "installed ftcore has unresolved libraries"
 fi
-ldd "$prefix/bin/ftcore" | grep -q "libftcore.so.0 => $prefix/bin/../lib/" ||
-  fail "installed ftcore does not load the installed libftcore: $(ldd "$prefix/bin/ftcore" | grep libftcore)"
+grep -q "libftcore.so.0 => $prefix/bin/../lib/" <<< "$ldd_out" ||
+  fail "installed ftcore does not load the installed libftcore: $(grep libftcore <<< "$ldd_out")"
 ok "installed ftcore resolves every library, libftcore from the prefix"
 
 # 3. Build the example against the installed package only.
@@ -108,14 +111,14 @@ found_dir=$(sed -n 's/^ftcore_DIR:PATH=//p' "$tmp/example/CMakeCache.txt")
 run_logged "build the example" build_example "$cmake_bin" --build "$tmp/example"
 [[ -f "$tmp/example/$plugin_file" ]] || fail "the example build produced no $plugin_file"
 # Its compile lines name the prefix's headers and none of the source tree's.
-if grep -oE -- "-(I|isystem) ?[^ ]+" "$tmp/example/compile_commands.json" | grep -q "$source_dir/\(sdk\|core\)/include"; then
+if grep -oE -- "-(I|isystem) ?[^ ]+" "$tmp/example/compile_commands.json" | grep "$source_dir/\(sdk\|core\)/include" > /dev/null; then
   fail "the example was compiled with the source tree's headers on its include path"
 fi
 grep -q -- "-isystem $prefix/include" "$tmp/example/compile_commands.json" ||
   fail "the example was not compiled against $prefix/include"
-nm -D --defined-only "$tmp/example/$plugin_file" | grep -q ' ftcore_plugin_info$' ||
+nm -D --defined-only "$tmp/example/$plugin_file" | grep ' ftcore_plugin_info$' > /dev/null ||
   fail "$plugin_file does not export ftcore_plugin_info"
-if nm -DC --defined-only "$tmp/example/$plugin_file" | grep -q 'sgd_nesterov::'; then
+if nm -DC --defined-only "$tmp/example/$plugin_file" | grep 'sgd_nesterov::' > /dev/null; then
   fail "$plugin_file exports its own symbols (visibility should be hidden)"
 fi
 ok "found $found_dir, compiled against $prefix/include only, exports ftcore_plugin_info"

@@ -50,13 +50,13 @@ need = {"optimizer/adamw", "logger/console", "logger/jsonl", "scheduler/cosine",
         "scheduler/warmup_stable_decay", "scheduler/cosine_with_restarts", "scheduler/constant_with_warmup"}
 missing = need - keys
 sys.exit(f"plugins --json lacks {sorted(missing)}" if missing else 0)' || failures=$((failures + 1))
-"$ftcore" plugins describe adamw | grep -q "betas (pair of floats, default \[0.9, 0.999\]" \
+"$ftcore" plugins describe adamw | grep "betas (pair of floats, default \[0.9, 0.999\]" \
   || { echo "FAIL: describe adamw lacks the betas line"; failures=$((failures + 1)); }
 expect 0 "merge --help" -- "$ftcore" merge --help
 expect 2 "merge without --out" -- "$ftcore" merge --model "$root" --adapter "$root"
 expect 2 "merge with a missing model folder" -- "$ftcore" merge --model /nonexistent --adapter /nonexistent --out /nonexistent/out
 expect 2 "merge with a bad --dtype" -- "$ftcore" merge --model /nonexistent --adapter /nonexistent --out /nonexistent/out --dtype int8
-"$ftcore" merge --help | grep -q -- "--max-shard-size" || { echo "FAIL: merge --help lacks --max-shard-size"; failures=$((failures + 1)); }
+"$ftcore" merge --help | grep -- "--max-shard-size" > /dev/null || { echo "FAIL: merge --help lacks --max-shard-size"; failures=$((failures + 1)); }
 rm -f /tmp/ftcore_cli_out.$$
 echo "$failures failures"
 [[ $failures -eq 0 ]]

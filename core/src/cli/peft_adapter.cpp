@@ -30,6 +30,8 @@ std::shared_ptr<sdk::Adapter> apply_peft_adapter(const fs::path& dir, Model& mod
     config = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error(config_path.string() + ": byte " + std::to_string(e.byte) + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw std::runtime_error(config_path.string() + ": " + e.what());
   }
   const std::string type = config.value("peft_type", "");
   if (type != "LORA")

@@ -21,6 +21,8 @@ std::vector<Row> read_rows(const std::filesystem::path& path) {
       doc = nlohmann::json::parse(buffer.str());
     } catch (const nlohmann::json::parse_error& e) {
       throw DataError(path.string() + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+    } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+      throw DataError(path.string() + ": unreadable JSON: " + e.what());
     }
     if (doc.is_object() && doc.contains("data")) doc = doc["data"];
     if (!doc.is_array()) throw DataError(path.string() + ": a JSON dataset must be an array of rows");
@@ -40,6 +42,8 @@ std::vector<Row> read_rows(const std::filesystem::path& path) {
       row.value = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
       row.error = "malformed JSON at column " + std::to_string(e.byte) + ": " + e.what();
+    } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+      row.error = std::string("unreadable JSON: ") + e.what();
     }
     rows.push_back(std::move(row));
   }

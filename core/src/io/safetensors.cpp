@@ -113,6 +113,8 @@ std::shared_ptr<File> File::open(const fs::path& path) {
     header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_len);
   } catch (const nlohmann::json::parse_error& e) {
     fail(path, "header JSON is malformed at byte " + std::to_string(8 + e.byte) + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double (out_of_range 406)
+    fail(path, std::string("header JSON (from byte 8) is not readable: ") + e.what());
   }
   if (!header.is_object()) fail(path, "header is not a JSON object (at byte 8)");
   for (const auto& [name, value] : header.items()) {

@@ -30,6 +30,8 @@ nlohmann::json read_json(const fs::path& path) {
     return nlohmann::json::parse(read_file(path));
   } catch (const nlohmann::json::parse_error& e) {
     throw TokenizerError(path.string() + ": not valid JSON: " + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw TokenizerError(path.string() + ": not readable JSON: " + e.what());
   }
 }
 

@@ -218,6 +218,8 @@ LoadedCheckpoint read_checkpoint(const fs::path& dir, const std::string& weights
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw std::runtime_error(state_path.string() + ": byte " + std::to_string(e.byte) + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw std::runtime_error(state_path.string() + ": " + e.what());
   }
   c.state = TrainerState::from_json(j, state_path.string());
   const fs::path weights = dir / weights_file;
