@@ -180,6 +180,7 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
 
   // Run folder.
   fs::create_directories(t.run_dir);
+  s.optimizer->attach_run_folder(t.run_dir.string());
   train::remove_partial_checkpoints(t.run_dir);
   const std::string lock = train::lock_file_text(recipe, s.data, model_dir, sampler_name);
   s.recipe_sha256 = sha256_hex(train::lock_settings(lock));

@@ -68,6 +68,11 @@ class Optimizer : public torch::optim::Optimizer {
   // Throws std::runtime_error naming the tensor when a shape or dtype does not fit.
   virtual void load_state_by_name(const TensorMap& state, StateConversion conversion) = 0;
 
+  // The run folder, given by the trainer before the first step, for
+  // optimizers that keep state on disk (the paged optimizers' spill file).
+  // Default: ignored.
+  virtual void attach_run_folder(const std::string& dir) { (void)dir; }
+
   double base_lr() const { return base_lr_; }
   // Sets every group's lr to `lr x lr_scale`.
   void set_base_lr(double lr);

@@ -41,8 +41,15 @@ class Quantizer {
   virtual void add_calibration(const std::string& path, const at::Tensor& inputs) { (void)path; (void)inputs; }
   virtual QuantizedWeight quantize(const std::string& path, const at::Tensor& weight) = 0;
   virtual at::Tensor dequantize(const QuantizedWeight& weight, at::ScalarType dtype) const = 0;
-  // x [..., in] @ dequant(W)^T without keeping a full-precision W.
+  // x [..., in] @ dequant(W)^T without keeping a full-precision W: computed
+  // in the quantizer's compute dtype, returned in x's dtype.
   virtual at::Tensor matmul(const at::Tensor& x, const QuantizedWeight& weight) const = 0;
+  // The activation gradient of that product, grad_out [..., out] @ dequant(W)
+  // -> [..., in], again without a persistent full-precision W (W is frozen,
+  // so this is the whole backward). Default: dequantize, multiply, discard.
+  virtual at::Tensor matmul_grad_input(const at::Tensor& grad_out, const QuantizedWeight& weight) const {
+    return grad_out.matmul(dequantize(weight, grad_out.scalar_type()));
+  }
   // "<prefix>.weight" plus the state tensors, in the ecosystem's names.
   virtual TensorMap to_tensors(const std::string& prefix, const QuantizedWeight& weight) const = 0;
   virtual QuantizedWeight from_tensors(const std::string& prefix, const TensorMap& tensors) const = 0;

@@ -3,5 +3,5 @@
 // interface changes in a way that breaks already-built plugins.
 #pragma once
 
-#define FTCORE_PLUGIN_ABI_VERSION 1u
-#define FTCORE_SDK_VERSION "0.1.0"
+#define FTCORE_PLUGIN_ABI_VERSION 2u
+#define FTCORE_SDK_VERSION "0.2.0"
