@@ -1,0 +1,3 @@
+// The GPTQ unpack loop built for the avx2 instruction set (flags in CMakeLists.txt).
+#define FTCORE_KERNEL_FACTORY avx2_kernels
+#include "gptq_kernel_impl.h"
