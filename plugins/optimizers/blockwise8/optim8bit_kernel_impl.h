@@ -1,0 +1,128 @@
+// The 8-bit Adam/Lion element loops, compiled once per ISA:
+// optim8bit_kernel_<isa>.cpp defines FTCORE_KERNEL_FACTORY and includes this
+// file with -mavx2/-mavx512f set on that file only. No fast-math and no FMA
+// contraction (-ffp-contract=off): every fp32 operation rounds where ATen's
+// does in bitsandbytes' kernels, and the fused multiply-adds written out are
+// the ones ATen's add(alpha) uses. The update rules are in optim8bit_kernel.h.
+#include <algorithm>
+#include <cmath>
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include "blockwise8.h"
+#include "optim8bit_kernel.h"
+
+namespace ftcore::plugins::blockwise8 {
+namespace {
+
+#include "quantize_element.h"
+
+// Requantizes one block of fp32 state: new absmax, then codes.
+inline void requantize_block(const float* __restrict x, int64_t len, const uint8_t* __restrict lut,
+                             uint8_t* __restrict codes, float* __restrict absmax) {
+  float amax = 0.0f;
+  for (int64_t j = 0; j < len; ++j) amax = std::max(amax, std::fabs(x[j]));
+  *absmax = amax;
+  if (amax == 0.0f) {
+    for (int64_t j = 0; j < len; ++j) codes[j] = 0;
+    return;
+  }
+  const float inv = 1.0f / amax;
+  for (int64_t j = 0; j < len; ++j) codes[j] = quantize_element(lut, x[j], inv);
+}
+
+inline float sign_of(float c) { return static_cast<float>((c > 0.0f) - (c < 0.0f)); }
+
+template <typename T>
+void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
+  T* __restrict p = static_cast<T*>(t.param);
+  const T* __restrict g = static_cast<const T*>(t.grad);
+  const Adam8bitScalars s = t.scalars;
+  if (!t.state1) {  // fp32 state: bitsandbytes' 32-bit kernel
+    float* __restrict m = t.exp_avg32;
+    float* __restrict v = t.exp_avg_sq32;
+    for (int64_t i = begin; i < end; ++i) {
+      const float gi = static_cast<float>(g[i]) * s.gnorm_scale;
+      const float mi = std::fma(gi, s.one_minus_beta1, m[i] * s.beta1);
+      const float vi = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      const float update = mi / (std::sqrt(vi) + s.eps_bc2);
+      p[i] = static_cast<T>(std::fma(update, s.step_size32, static_cast<float>(p[i]) * s.decay));
+    }
+    return;
+  }
+  const QuantMap& map1 = signed_quant_map();
+  const QuantMap& map2 = unsigned_quant_map();
+  const float* __restrict code1 = map1.code.data();
+  const float* __restrict code2 = map2.code.data();
+  alignas(64) float m[kStateBlock];
+  alignas(64) float v[kStateBlock];
+  for (int64_t b0 = begin; b0 < end; b0 += kStateBlock) {
+    const int64_t len = std::min(kStateBlock, end - b0);
+    const int64_t blk = b0 / kStateBlock;
+    const float a1 = t.absmax1[blk], a2 = t.absmax2[blk];
+    const uint8_t* __restrict q1 = t.state1 + b0;
+    const uint8_t* __restrict q2 = t.state2 + b0;
+    T* __restrict pb = p + b0;
+    const T* __restrict gb = g + b0;
+    for (int64_t j = 0; j < len; ++j) {
+      const float gi = static_cast<float>(gb[j]) * s.gnorm_scale;
+      const float mi = std::fma(gi, s.one_minus_beta1, (code1[q1[j]] * a1) * s.beta1);
+      const float vi = (code2[q2[j]] * a2) * s.beta2 + s.one_minus_beta2 * gi * gi;
+      m[j] = mi;
+      v[j] = vi;
+      const float denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
+      pb[j] = static_cast<T>(static_cast<float>(pb[j]) * s.decay + s.neg_lr_over_bc1 * mi / denom);
+    }
+    requantize_block(m, len, map1.lut.data(), t.state1 + b0, t.absmax1 + blk);
+    requantize_block(v, len, map2.lut.data(), t.state2 + b0, t.absmax2 + blk);
+  }
+}
+
+template <typename T>
+void lion_chunk(const Lion8bitTensor& t, int64_t begin, int64_t end) {
+  T* __restrict p = static_cast<T*>(t.param);
+  const T* __restrict g = static_cast<const T*>(t.grad);
+  const Lion8bitScalars s = t.scalars;
+  if (!t.state1) {  // fp32 state: bitsandbytes' 32-bit kernel
+    float* __restrict m = t.exp_avg32;
+    for (int64_t i = begin; i < end; ++i) {
+      const float gi = static_cast<float>(g[i]) * s.gnorm_scale;
+      const float mi = m[i];
+      const float c = std::fma(gi, s.one_minus_beta1, mi * s.beta1);
+      p[i] = static_cast<T>(std::fma(sign_of(c), s.neg_lr, static_cast<float>(p[i]) * s.decay));
+      m[i] = std::fma(gi, s.one_minus_beta2, mi * s.beta2);
+    }
+    return;
+  }
+  const QuantMap& map1 = signed_quant_map();
+  const float* __restrict code1 = map1.code.data();
+  alignas(64) float m[kStateBlock];
+  for (int64_t b0 = begin; b0 < end; b0 += kStateBlock) {
+    const int64_t len = std::min(kStateBlock, end - b0);
+    const int64_t blk = b0 / kStateBlock;
+    const float a1 = t.absmax1[blk];
+    const uint8_t* __restrict q1 = t.state1 + b0;
+    T* __restrict pb = p + b0;
+    const T* __restrict gb = g + b0;
+    for (int64_t j = 0; j < len; ++j) {
+      const float gi = static_cast<float>(gb[j]) * s.gnorm_scale;
+      const float mi = code1[q1[j]] * a1;
+      const float c = mi * s.beta1 + gi * s.one_minus_beta1;
+      pb[j] = static_cast<T>(std::fma(sign_of(c), s.neg_lr, static_cast<float>(pb[j]) * s.decay));
+      m[j] = std::fma(gi, s.one_minus_beta2, mi * s.beta2);
+    }
+    requantize_block(m, len, map1.lut.data(), t.state1 + b0, t.absmax1 + blk);
+  }
+}
+
+}  // namespace
+
+Optim8bitKernels FTCORE_KERNEL_FACTORY() {
+  return {{&adam_chunk<float>, &adam_chunk<c10::BFloat16>, &adam_chunk<c10::Half>},
+          {&lion_chunk<float>, &lion_chunk<c10::BFloat16>, &lion_chunk<c10::Half>}};
+}
+
+}  // namespace ftcore::plugins::blockwise8

@@ -1,0 +1,97 @@
+// Reading and writing adam/lion-family state in 32-bit or 8-bit form.
+#include "state_codec.h"
+
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/ATen.h>
+
+#include "blockwise8.h"
+
+namespace ftcore::plugins::blockwise8 {
+namespace {
+
+std::string shape_str(at::IntArrayRef s) {
+  std::ostringstream o;
+  o << s;
+  return o.str();
+}
+
+const at::Tensor& require(const sdk::TensorMap& state, const std::string& key, at::ScalarType dtype,
+                          at::IntArrayRef shape) {
+  const at::Tensor* t = state.find(key);
+  if (!t) throw std::runtime_error("optimizer state: missing tensor " + key);
+  if (t->scalar_type() != dtype)
+    throw std::runtime_error("optimizer state: " + key + " has dtype " + c10::toString(t->scalar_type()) +
+                             ", expected " + c10::toString(dtype));
+  if (t->sizes() != shape)
+    throw std::runtime_error("optimizer state: " + key + " has shape " + shape_str(t->sizes()) + ", expected " +
+                             shape_str(shape));
+  return *t;
+}
+
+}  // namespace
+
+bool has_moment(const sdk::TensorMap& state, const std::string& param, const std::string& slot) {
+  return state.find(param + "." + slot) || state.find(q8_key(param, slot));
+}
+
+at::Tensor read_moment_fp32(const sdk::TensorMap& state, const std::string& param, const std::string& slot,
+                            at::IntArrayRef shape) {
+  if (state.find(q8_key(param, slot))) {
+    const Moment8bit q = read_moment_8bit(state, param, slot, shape);
+    return dequantize_blockwise(q.codes, q.absmax, kStateBlock, quant_map(slot_is_signed(slot)));
+  }
+  const std::string key = param + "." + slot;
+  const at::Tensor* t = state.find(key);
+  if (!t) throw std::runtime_error("optimizer state: missing tensor " + key + " (or " + q8_key(param, slot) + ")");
+  if (t->sizes() != shape)
+    throw std::runtime_error("optimizer state: " + key + " has shape " + shape_str(t->sizes()) + ", expected " +
+                             shape_str(shape));
+  return t->to(at::kCPU, at::kFloat).contiguous().clone();
+}
+
+Moment8bit read_moment_8bit(const sdk::TensorMap& state, const std::string& param, const std::string& slot,
+                            at::IntArrayRef shape) {
+  if (state.find(q8_key(param, slot))) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    const at::Tensor& codes = require(state, q8_key(param, slot), at::kByte, shape);
+    const at::Tensor& absmax = require(state, absmax_key(param, slot), at::kFloat, {num_blocks(numel, kStateBlock)});
+    return {codes.to(at::kCPU).contiguous().clone(), absmax.to(at::kCPU).contiguous().clone()};
+  }
+  const at::Tensor fp32 = read_moment_fp32(state, param, slot, shape);
+  auto [codes, absmax] = quantize_blockwise(fp32, kStateBlock, quant_map(slot_is_signed(slot)));
+  return {codes, absmax};
+}
+
+void add_moment_as_8bit(sdk::TensorMap& state, const std::string& param, const std::string& slot,
+                        const at::Tensor& fp32) {
+  auto [codes, absmax] = quantize_blockwise(fp32, kStateBlock, quant_map(slot_is_signed(slot)));
+  state.add(q8_key(param, slot), codes);
+  state.add(absmax_key(param, slot), absmax);
+}
+
+std::optional<AdamState> read_adam_state(const sdk::TensorMap& state, const std::string& param,
+                                         at::IntArrayRef shape) {
+  const at::Tensor* step = state.find(param + ".step");
+  if (!step) return std::nullopt;
+  AdamState s;
+  s.step = step->item<int64_t>();
+  s.exp_avg = read_moment_fp32(state, param, "exp_avg", shape);
+  s.exp_avg_sq = read_moment_fp32(state, param, "exp_avg_sq", shape);
+  return s;
+}
+
+void write_adam_state(sdk::TensorMap& state, const std::string& param, const AdamState& s, bool eight_bit) {
+  state.add(param + ".step", at::scalar_tensor(s.step, at::TensorOptions().dtype(at::kLong)));
+  if (eight_bit) {
+    add_moment_as_8bit(state, param, "exp_avg", s.exp_avg);
+    add_moment_as_8bit(state, param, "exp_avg_sq", s.exp_avg_sq);
+  } else {
+    state.add(param + ".exp_avg", s.exp_avg);
+    state.add(param + ".exp_avg_sq", s.exp_avg_sq);
+  }
+}
+
+}  // namespace ftcore::plugins::blockwise8
