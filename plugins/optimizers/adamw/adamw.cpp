@@ -7,6 +7,7 @@
 #include <c10/core/GradMode.h>
 
 #include "adamw_kernel.h"
+#include "state_codec.h"  // blockwise8: reads adamw_8bit's 8-bit moments too
 
 namespace ftcore::plugins::adamw {
 
@@ -125,8 +126,12 @@ void AdamW::load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion
       auto load = [&](const char* slot) {
         return sdk::require_state_tensor(state, n, slot, params[i].sizes()).to(params[i].device(), at::kFloat).clone();
       };
-      s.exp_avg = load("exp_avg");
-      s.exp_avg_sq = load("exp_avg_sq");
+      // fp32 moments as saved, or adamw_8bit's 8-bit ones dequantized (bitsandbytes' dequantize_blockwise).
+      auto moment = [&](const char* slot) {
+        return blockwise8::read_moment_fp32(state, n, slot, params[i].sizes()).to(params[i].device());
+      };
+      s.exp_avg = moment("exp_avg");
+      s.exp_avg_sq = moment("exp_avg_sq");
       if (options_.amsgrad) {
         // Resuming AMSGrad from plain Adam state starts the maximum at the current moment.
         s.max_exp_avg_sq = state.find(n + ".max_exp_avg_sq") ? load("max_exp_avg_sq") : s.exp_avg_sq.clone();

@@ -8,6 +8,7 @@
 #include <c10/core/GradMode.h>
 
 #include "lion_kernel.h"
+#include "state_codec.h"  // blockwise8: reads lion_8bit's 8-bit momentum too
 
 namespace ftcore::plugins::lion {
 
@@ -104,12 +105,12 @@ void Lion::load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion 
     const auto& params = param_groups_[g].params();
     for (size_t i = 0; i < params.size(); ++i) {
       const std::string& n = group_info(g).param_names[i];
-      if (!state.find(n + ".exp_avg")) {  // a parameter that had not been stepped
+      if (!blockwise8::has_moment(state, n, "exp_avg")) {  // a parameter that had not been stepped
         exp_avg_[g][i] = at::Tensor();
         continue;
       }
-      exp_avg_[g][i] =
-          sdk::require_state_tensor(state, n, "exp_avg", params[i].sizes()).to(params[i].device(), at::kFloat).clone();
+      // fp32 as saved, or lion_8bit's 8-bit momentum dequantized (bitsandbytes' dequantize_blockwise).
+      exp_avg_[g][i] = blockwise8::read_moment_fp32(state, n, "exp_avg", params[i].sizes()).to(params[i].device());
     }
   }
 }

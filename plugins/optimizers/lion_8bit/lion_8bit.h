@@ -1,0 +1,73 @@
+// optimizer/lion_8bit: Lion (Chen et al. 2023, "Symbolic Discovery of
+// Optimization Algorithms", https://arxiv.org/abs/2302.06675) with its
+// momentum kept as 8-bit blockwise-quantized state, as
+// bitsandbytes.optim.Lion8bit computes it (Dettmers et al. 2022, "8-bit
+// Optimizers via Block-wise Quantization", https://arxiv.org/abs/2110.02861),
+// through a fused multi-tensor kernel (blockwise8/optim8bit_kernel.h):
+//   p <- p * (1 - lr*wd)
+//   p <- p - lr * sign(beta1*m + (1-beta1)*g)
+//   m <- beta2*m + (1-beta2)*g
+// with m dequantized before and requantized after, per block of 256
+// elements (absmax per block, bitsandbytes' signed dynamic map).
+//
+// Options are bitsandbytes' (lr 1e-4, betas (0.9, 0.99), weight_decay 0,
+// min_8bit_size 4096: smaller tensors keep fp32 state and bitsandbytes'
+// 32-bit update), plus percentile_clipping (100 = off; bitsandbytes <= 0.49's
+// rule) and block_wise (must be true).
+//
+// State per parameter (family "lion"; converts from/to optimizer/lion's):
+//   "<name>.step" int64; 8-bit "<name>.exp_avg.q8" (uint8, the parameter's
+//   shape) and "<name>.exp_avg.absmax" (fp32 [ceil(numel/256)]): 1 + 4/256
+//   bytes per parameter; below min_8bit_size "<name>.exp_avg" fp32; with
+//   clipping "<name>.gnorm_vec" fp32[100].
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/params.h"
+
+namespace ftcore::plugins::lion_8bit {
+
+struct Lion8bitOptions : public torch::optim::OptimizerCloneableOptions<Lion8bitOptions> {
+  double lr = 1e-4;
+  std::pair<double, double> betas = {0.9, 0.99};
+  double weight_decay = 0.0;
+  int64_t min_8bit_size = 4096;
+  int64_t percentile_clipping = 100;
+
+  double get_lr() const override { return lr; }
+  void set_lr(const double value) override { lr = value; }
+};
+
+sdk::ParamSpec lion_8bit_param_spec();
+Lion8bitOptions lion_8bit_options_from(const sdk::Options& options);
+
+class Lion8bit : public sdk::Optimizer {
+ public:
+  Lion8bit(const std::vector<sdk::ParamGroupSpec>& groups, const Lion8bitOptions& options);
+
+  at::Tensor step(LossClosure closure = nullptr) override;
+  std::string name() const override { return "lion_8bit"; }
+  std::string family() const override { return "lion"; }
+  sdk::TensorMap state_by_name() const override;
+  void load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion conversion) override;
+
+ private:
+  struct ParamState {
+    int64_t step = 0;
+    at::Tensor q1, absmax1;  // 8-bit state
+    at::Tensor m32;          // fp32 state (small tensors)
+    at::Tensor gnorm_vec;    // fp32[100] with percentile clipping
+    bool started() const { return q1.defined() || m32.defined(); }
+  };
+  ParamState& state_for(size_t group, size_t index);
+  bool eight_bit(const at::Tensor& p) const { return p.numel() >= options_.min_8bit_size; }
+
+  Lion8bitOptions options_;
+  std::vector<std::vector<ParamState>> state_;  // [group][param]
+  at::Tensor device_map_;                       // the signed map on the CUDA device in use
+};
+
+}  // namespace ftcore::plugins::lion_8bit
