@@ -1,0 +1,9 @@
+# optimizer/paged_adamw_32bit (and paged_adamw_8bit when built) vs torch.optim.AdamW /
+# bitsandbytes, bit-equal to optimizer/adamw (adamw_8bit) with a resident budget of a quarter
+# of the state; the budget measured (accounted and mincore), resume, state interchange, bad options.
+if(TARGET ftcore_optimizer_paged_adamw)
+  add_test(NAME paged_adamw_reference
+    COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/paged_adamw_reference.py" $<TARGET_FILE:optimizer_steps>)
+  set_tests_properties(paged_adamw_reference PROPERTIES TIMEOUT 900
+    ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
+endif()
