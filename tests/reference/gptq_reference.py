@@ -5,7 +5,7 @@ Inputs. Three Linear layers with correlated calibration activations:
   attn_q    [256, 256]  q_proj of layer 1 of a tiny random transformers Llama,
                         its real inputs on random token ids (16 x 64 tokens),
   mlp_down  [256, 512]  down_proj of the same layer (SiLU-gated, heavy-tailed),
-  synthetic [128, 384]  mixed Gaussian features with 6 loud channels and 3 dead
+  synthetic [128, 320]  mixed Gaussian features with 6 loud channels and 3 dead
                         ones (always 0: exercises H_ii = 0 -> W[:, i] = 0),
 fed to the tool in 4 calibration batches per layer (the running-average H).
 
@@ -16,12 +16,14 @@ mean diag(H), upper Cholesky factor of H^-1, lazy 128-column blocks, group
 min-max parameters read from W at block granularity, sym zero (maxq+1)/2).
 For each configuration (bits 2/3/4/8, group_size -1/32/128, desc_act, sym):
   * codes: the fraction of integer codes differing from the reference is at
-    most 0.5% (measured: printed). Why not 0: ours accumulates H in fp32 (as
+    most 0.5% (measured: 0 for most layer/configs, at most about 0.2%;
+    printed). Why not 0: ours accumulates H in fp32 (as
     AutoGPTQ) while the reference sums it in fp64, so w/s can land on the
     other side of a rounding boundary; one flipped code changes the error fed
     to the rest of the row and can flip a few more. g_idx must be identical.
   * layer output error E = ||X W^T - X Wq^T||_F over the calibration rows:
-    |E_ours / E_ref - 1| <= 2%, and E_ours < E_rtn, round-to-nearest with the
+    |E_ours / E_ref - 1| <= 1% (measured at most 0.03%: the few flipped codes
+    barely move E), and E_ours < E_rtn, round-to-nearest with the
     same bits, groups and min-max quantizer (no error feedback). Both Wq use
     fp16 scales, as stored.
 Packing:
@@ -90,7 +92,7 @@ def llama_layers():
 
 
 def synthetic_layer():
-    inp, out = 384, 128
+    inp, out = 320, 128  # 320 = 2 x 128 + 64: a short last group, as hidden 576 has
     mix = torch.randn(inp, inp) / inp ** 0.5
     loud = torch.ones(inp)
     loud[torch.randperm(inp)[:6]] = 10.0
@@ -259,23 +261,23 @@ def run_tool(args, env_extra=None, expect_ok=True):
     return r
 
 
-def product_checks(tag, t, x, g, wdq):
+def product_checks(tag, name, t, x, g, wdq):
     w64 = wdq.double()
     ref = x.double() @ w64.t()
     bound = x.shape[-1] * 2.0 ** -24 * (x.double().abs() @ w64.abs().t())
-    check(bool(((t[f"matmul.{tag}"].double() - ref).abs() <= bound).all()), f"{tag}: matmul fp32 within n*2^-24*|x||W|")
+    check(bool(((t[f"matmul.{name}"].double() - ref).abs() <= bound).all()), f"{tag}: matmul fp32 within n*2^-24*|x||W|")
     xb = x.bfloat16()
     refb = xb.double() @ w64.t()
     boundb = 2.0 ** -8 * refb.abs() + x.shape[-1] * 2.0 ** -24 * (xb.double().abs() @ w64.abs().t())
-    ok = t[f"matmul_bf16.{tag}"].dtype == torch.bfloat16 and bool(((t[f"matmul_bf16.{tag}"].double() - refb).abs() <= boundb).all())
+    ok = t[f"matmul_bf16.{name}"].dtype == torch.bfloat16 and bool(((t[f"matmul_bf16.{name}"].double() - refb).abs() <= boundb).all())
     check(ok, f"{tag}: matmul bf16 within 1 bf16 ulp")
     refg = g.double() @ w64
     boundg = g.shape[-1] * 2.0 ** -24 * (g.double().abs() @ w64.abs())
-    check(bool(((t[f"grad_input.{tag}"].double() - refg).abs() <= boundg).all()), f"{tag}: matmul_grad_input fp32 within n*2^-24*|g||W|")
+    check(bool(((t[f"grad_input.{name}"].double() - refg).abs() <= boundg).all()), f"{tag}: matmul_grad_input fp32 within n*2^-24*|g||W|")
     gb = g.bfloat16()
     refgb = gb.double() @ w64
     boundgb = 2.0 ** -8 * refgb.abs() + g.shape[-1] * 2.0 ** -24 * (gb.double().abs() @ w64.abs())
-    check(bool(((t[f"grad_input_bf16.{tag}"].double() - refgb).abs() <= boundgb).all()), f"{tag}: matmul_grad_input bf16 within 1 bf16 ulp")
+    check(bool(((t[f"grad_input_bf16.{name}"].double() - refgb).abs() <= boundgb).all()), f"{tag}: matmul_grad_input bf16 within 1 bf16 ulp")
 
 
 CONFIGS = [  # bits, group_size, desc_act, sym
@@ -334,9 +336,10 @@ for bits, gsize, desc_act, sym in CONFIGS:
         e_ours = torch.linalg.norm(x @ (w.double() - wdq.double()).t()).item()
         e_ref = torch.linalg.norm(x @ (w.double() - wq_r).t()).item()
         e_rtn = torch.linalg.norm(x @ (w.double() - rtn(w, bits, gsize, sym)).t()).item()
-        check(abs(e_ours / e_ref - 1) <= 0.02, f"{tag}: output error {e_ours:.4g} vs reference {e_ref:.4g} within 2%")
+        check(abs(e_ours / e_ref - 1) <= 0.01,
+              f"{tag}: output error {e_ours:.6g} vs reference {e_ref:.6g} ({e_ours / e_ref - 1:+.3%}) within 1%")
         check(e_ours < e_rtn, f"{tag}: output error {e_ours:.4g} < round-to-nearest {e_rtn:.4g} ({e_ours / e_rtn:.3f}x)")
-        product_checks(tag, t, xs[name], gs_[name], wdq)
+        product_checks(tag, name, t, xs[name], gs_[name], wdq)
         # The reference's result in AutoGPTQ layout, packed in Python, for the load round trip.
         packed_ref[f"{name}.qweight"] = pack_autogptq(codes_r.t(), bits)
         packed_ref[f"{name}.qzeros"] = pack_autogptq(((zeros_r - 1) % (2 ** bits)).t(), bits).t().contiguous()
@@ -346,7 +349,8 @@ for bits, gsize, desc_act, sym in CONFIGS:
         packed_ref[f"g.{name}"] = gs_[name]
         packed_ref[f"_dq.{name}"] = dequant(codes_r, scales_r.half(), zeros_r, gidx_r)
     for line in r.stdout.splitlines():
-        print("     timing", cfg, line)
+        if line.startswith("{"):
+            print("     timing", cfg, line)
     # Python-packed checkpoint -> from_tensors -> dequantize, for every ISA variant.
     pk_path = os.path.join(tmp, "packed.safetensors")
     save_file({k: v.contiguous() for k, v in packed_ref.items() if not k.startswith("_dq.")}, pk_path)
@@ -360,7 +364,7 @@ for bits, gsize, desc_act, sym in CONFIGS:
             check(all(torch.equal(lt[f"rt.{name}.{s}"], packed_ref[f"{name}.{s}"]) for s in ("qweight", "qzeros", "scales", "g_idx")),
                   f"{tag}: to_tensors writes the loaded tensors back bit for bit")
             if isa == "generic":
-                product_checks(tag, lt, xs[name], gs_[name], packed_ref[f"_dq.{name}"])
+                product_checks(tag, name, lt, xs[name], gs_[name], packed_ref[f"_dq.{name}"])
 print(f"     largest fraction of codes differing from the reference: {worst_flip:.4%}")
 
 # ---------------------------------------------------------------- errors
@@ -385,8 +389,8 @@ bad_load(lambda t: t.__setitem__("synthetic.g_idx", t["synthetic.g_idx"] + 5), "
 bad_load(lambda t: t.pop("synthetic.qzeros"), "missing tensor synthetic.qzeros", "missing qzeros")
 r = run_tool(["quantize", "--set", "bits=5", "--inputs", in_path, "--out", os.path.join(tmp, "x.safetensors")], expect_ok=False)
 check(r.returncode != 0 and "bits: got 5, supported 2, 3, 4, 8" in r.stderr, f"error: bits=5: {r.stderr.strip()}")
-r = run_tool(["quantize", "--set", "group_size=100", "--inputs", in_path, "--out", os.path.join(tmp, "x.safetensors")], expect_ok=False)
-check(r.returncode != 0 and "group_size 100 does not divide" in r.stderr, f"error: group_size=100: {r.stderr.strip()}")
+r = run_tool(["quantize", "--set", "group_size=0", "--inputs", in_path, "--out", os.path.join(tmp, "x.safetensors")], expect_ok=False)
+check(r.returncode != 0 and "group_size: got 0" in r.stderr, f"error: group_size=0: {r.stderr.strip()}")
 save_file({"weight.nocalib": torch.randn(32, 64)}, os.path.join(tmp, "nocalib.safetensors"))
 r = run_tool(["quantize", "--inputs", os.path.join(tmp, "nocalib.safetensors"), "--out", os.path.join(tmp, "x.safetensors")], expect_ok=False)
 check(r.returncode != 0 and "no calibration inputs were given for nocalib" in r.stderr, f"error: no calibration: {r.stderr.strip()}")

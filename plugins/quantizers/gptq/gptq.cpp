@@ -48,7 +48,7 @@ sdk::ParamSpec gptq_param_spec() {
   sdk::ParamSpec s;
   s.add_int("bits", 4).with_range(2, 8).with_doc("Bits per weight: 2, 3, 4 or 8 (3 uses AutoGPTQ's straddling layout).");
   s.add_int("group_size", 128).at_least(-1).with_doc(
-      "Input features sharing one scale and zero point per output row; -1: one group per row. Must divide in.");
+      "Input features sharing one scale and zero point per output row (the last group of a row may be shorter); -1: one group per row.");
   s.add_float("damp_percent", 0.01).with_range(0.0, 1.0, true, true).with_doc(
       "Dampening added to diag(H), as a fraction of its mean (AutoGPTQ's 0.01; transformers' GPTQConfig uses 0.1).");
   s.add_bool("desc_act", false).with_doc(
@@ -117,9 +117,6 @@ sdk::QuantizedWeight GptqQuantizer::quantize(const std::string& path, const at::
   if (h.h.size(0) != in)
     throw std::invalid_argument("gptq: weight of " + path + " has " + std::to_string(in) +
                                 " input features, its calibration inputs had " + std::to_string(h.h.size(0)));
-  if (config_.group_size > 0 && in % config_.group_size != 0)
-    throw std::invalid_argument("gptq: group_size " + std::to_string(config_.group_size) + " does not divide the " +
-                                std::to_string(in) + " input features of " + path);
   if ((in * config_.bits) % 32 != 0 || (out * config_.bits) % 32 != 0)
     throw std::invalid_argument("gptq: " + path + " is " + shape_str(weight) + "; " + std::to_string(config_.bits) +
                                 "-bit packing needs in and out to fill whole int32 words");
@@ -205,7 +202,8 @@ sdk::QuantizedWeight GptqQuantizer::from_tensors(const std::string& prefix, cons
   auto state = std::make_shared<GptqState>();
   state->packed = {qweight.contiguous(), qzeros.contiguous(), scales.contiguous(), g_idx, bits, in, out};
   const std::string gs = meta(tensors, "gptq.group_size", "");
-  state->group_size = !gs.empty() ? std::stoll(gs) : groups == 1 ? -1 : in / groups;
+  // Without metadata: group 0 always holds group_size columns (act-order or not).
+  state->group_size = !gs.empty() ? std::stoll(gs) : groups == 1 ? -1 : g_idx.eq(0).sum().item<int64_t>();
   state->desc_act = meta(tensors, "gptq.desc_act", "") == "true" ||
                     (meta(tensors, "gptq.desc_act", "").empty() && (g_idx.slice(0, 1) < g_idx.slice(0, 0, -1)).any().item<bool>());
   const std::string sym = meta(tensors, "gptq.sym", "");

@@ -36,7 +36,7 @@ GptqResult solve_gptq(const at::Tensor& weight, at::Tensor H, const GptqConfig& 
   const int64_t out = weight.size(0), in = weight.size(1);
   const int maxq = (1 << cfg.bits) - 1;
   const int64_t gs = cfg.group_size > 0 ? cfg.group_size : in;
-  const int64_t groups = in / gs;
+  const int64_t groups = (in + gs - 1) / gs;  // the last group may be short (576 = 4 x 128 + 64)
   at::Tensor W = weight.to(at::kDouble).contiguous().clone();
   H = H.to(at::kDouble).contiguous();
 
@@ -88,7 +88,7 @@ GptqResult solve_gptq(const at::Tensor& weight, at::Tensor H, const GptqConfig& 
         // Groups that start in this block take their range from W now, before the intra-block updates.
         if (per_group)
           for (int64_t c = (i1 + gs - 1) / gs * gs; c < i2; c += gs)
-            minmax_params(w + c, gs, maxq, cfg.sym, &S[(c / gs) * out + r], &Z[(c / gs) * out + r]);
+            minmax_params(w + c, std::min(gs, in - c), maxq, cfg.sym, &S[(c / gs) * out + r], &Z[(c / gs) * out + r]);
         double* e = E + r * bs;
         for (int64_t i = i1; i < i2; ++i) {
           const int64_t g = per_group ? i / gs : 0;
