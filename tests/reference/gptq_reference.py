@@ -70,7 +70,6 @@ def check(ok, what):
         failures.append(what)
 
 
-# ---------------------------------------------------------------- inputs
 
 def llama_layers():
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -108,7 +107,6 @@ def synthetic_layer():
 LAYERS = {**llama_layers(), **synthetic_layer()}
 
 
-# ---------------------------------------------------------------- reference GPTQ (float64)
 
 def minmax(x, bits, sym):
     """AutoGPTQ's quantizer parameters per row of x [rows, k]."""
@@ -187,7 +185,6 @@ def dequant(codes, scales16, zeros, g_idx):
     return s * (codes.float() - z)
 
 
-# ---------------------------------------------------------------- AutoGPTQ v1 layout, independently
 
 def to_i32(v):
     v = v & 0xFFFFFFFF
@@ -251,7 +248,6 @@ def unpack_layer(t, name, bits):
     return codes, zeros, t[f"{name}.scales"], t[f"{name}.g_idx"].long(), stored
 
 
-# ---------------------------------------------------------------- running the tool
 
 def run_tool(args, env_extra=None, expect_ok=True):
     env = dict(os.environ, **(env_extra or {}))
@@ -367,7 +363,6 @@ for bits, gsize, desc_act, sym in CONFIGS:
                 product_checks(tag, name, lt, xs[name], gs_[name], packed_ref[f"_dq.{name}"])
 print(f"     largest fraction of codes differing from the reference: {worst_flip:.4%}")
 
-# ---------------------------------------------------------------- errors
 good = load_file(os.path.join(tmp, "packed.safetensors"))  # last config: 2-bit, group 128
 
 
