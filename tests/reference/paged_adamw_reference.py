@@ -268,11 +268,87 @@ def check_bad_options(binary, tmp, failures):
             print(f"bad options {opts}: {text.strip().splitlines()[-1][:160]}")
 
 
+def check_8bit(binary, tmp, failures):
+    """paged_adamw_8bit vs bitsandbytes.optim.PagedAdamW8bit through adamw_8bit_reference's
+    comparison (its tolerances and reasons: parameters 1e-6 relative, at most 0.1% of codes one code
+    apart). On the CPU bitsandbytes' paged optimizers fall back to the non-paged AdamW8bit (it warns
+    "Paged optimizers are not supported on CPU"), so the reference is AdamW8bit's arithmetic; the
+    paging is ours alone and is checked by bit-equality with optimizer/adamw_8bit and the budget."""
+    import warnings
+    import bitsandbytes as bnb
+    import adamw_8bit_reference as a8
+    spec = dict(a8.ADAM)
+
+    def make_paged(groups, opts):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the CPU fallback warning, stated above
+            return bnb.optim.PagedAdamW8bit(groups, lr=opts["lr"], betas=opts["betas"], eps=opts["eps"],
+                                            weight_decay=opts["weight_decay"])
+    spec["make_reference"] = make_paged
+    shapes = a8.SHAPES
+    eight_bit = [n for n, s in shapes.items() if torch.Size(s).numel() >= 4096]
+    state = sum(torch.Size(shapes[n]).numel() * 2 + 8 * (torch.Size(shapes[n]).numel() // 256 + 1) for n in eight_bit)
+    state += sum(torch.Size(s).numel() * 8 for n, s in shapes.items() if n not in eight_bit)
+    budget = max(state // 4, PAGE_BYTES)
+    half = ["--steps", str(a8.STEPS // 2)]
+    rest = ["--first-step", str(a8.STEPS // 2), "--steps", str(a8.STEPS - a8.STEPS // 2)]
+    for i, config in enumerate(spec["configs"]):
+        tensors = a8.make_inputs(3000 + i)
+        inputs = os.path.join(tmp, f"in8_{i}.safetensors")
+        save_file(tensors, inputs, metadata={"groups": json.dumps(config["groups"])})
+        reference, ref_state = a8.reference_run(spec, tensors, config)
+        paged = dict(config["opts"], max_resident_bytes=budget, page_bytes=PAGE_BYTES)
+        out = os.path.join(tmp, "out8.safetensors")
+        saved_path, saved8_path = os.path.join(tmp, "s8p.safetensors"), os.path.join(tmp, "s8.safetensors")
+        for isa in ("generic", "avx2", "avx512"):
+            ours, stats = run(binary, "paged_adamw_8bit", inputs, out, paged,
+                              ["--steps", str(a8.STEPS), "--save-state", saved_path], isa)
+            saved = load_file(saved_path)
+            a8.compare(spec, config, isa, ours, saved, reference, ref_state, failures)
+            run(binary, "adamw_8bit", inputs, out, config["opts"], ["--steps", str(a8.STEPS), "--save-state", saved8_path], isa)
+            saved8 = load_file(saved8_path)
+            differ = [k for k in saved8 if k not in saved or not torch.equal(saved[k], saved8[k])]
+            if differ or set(saved) != set(saved8):
+                failures.append(f"8-bit {config['name']}/{isa}: params/state not bit-identical to adamw_8bit: "
+                                f"{(differ or sorted(set(saved) ^ set(saved8)))[:5]}")
+            print(f"  paged_adamw_8bit {config['name']}/{isa}: params and saved state bit-identical to adamw_8bit: "
+                  f"{not differ and set(saved) == set(saved8)}")
+            if isa == "generic":
+                check_budget(stats, budget, f"8-bit {config['name']}", failures)
+        # Resume and interchange: paged -> paged, adamw_8bit -> paged, paged -> adamw_8bit, adamw (fp32) -> paged.
+        full, _ = run(binary, "paged_adamw_8bit", inputs, os.path.join(tmp, "full8.safetensors"), paged,
+                      ["--steps", str(a8.STEPS)])
+        states = {}
+        for optimizer, opts in (("paged_adamw_8bit", paged), ("adamw_8bit", config["opts"])):
+            states[optimizer] = os.path.join(tmp, f"half_{optimizer}.safetensors")
+            run(binary, optimizer, inputs, out, opts, half + ["--save-state", states[optimizer]])
+        for label, optimizer, opts, state_file in (
+                ("paged -> paged", "paged_adamw_8bit", paged, states["paged_adamw_8bit"]),
+                ("adamw_8bit -> paged", "paged_adamw_8bit", paged, states["adamw_8bit"]),
+                ("paged -> adamw_8bit", "adamw_8bit", config["opts"], states["paged_adamw_8bit"])):
+            resumed, _ = run(binary, optimizer, inputs, out, opts, rest + ["--resume", state_file])
+            differ = same(full, resumed, shapes)
+            if differ:
+                failures.append(f"8-bit {config['name']}: resume {label} not bit-identical to 50 steps: {differ[:5]}")
+        if "percentile_clipping" not in config["opts"]:  # adamw has no clipping history to carry
+            fp32_state = os.path.join(tmp, "half_adamw.safetensors")
+            adamw_opts = {k: v for k, v in config["opts"].items()}
+            run(binary, "adamw", inputs, out, adamw_opts, half + ["--save-state", fp32_state])
+            a, _ = run(binary, "paged_adamw_8bit", inputs, out, paged, rest + ["--resume", fp32_state])
+            b, _ = run(binary, "adamw_8bit", inputs, out, config["opts"], rest + ["--resume", fp32_state])
+            differ = same(a, b, shapes)
+            if differ:
+                failures.append(f"8-bit {config['name']}: adamw state converted differently than adamw_8bit: {differ[:5]}")
+        print(f"  paged_adamw_8bit {config['name']}: resume and interchange with adamw_8bit/adamw bit-identical: "
+              f"{not any(f.startswith('8-bit ' + config['name'] + ':') for f in failures)}")
+
+
 def main():
     binary = sys.argv[1]
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         check_32bit(binary, tmp, failures)
+        check_8bit(binary, tmp, failures)
         check_rss(binary, tmp, failures)
         check_bad_options(binary, tmp, failures)
     if failures:

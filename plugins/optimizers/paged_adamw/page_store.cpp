@@ -118,9 +118,15 @@ PageStore::~PageStore() {
 void PageStore::plan(const std::vector<std::vector<int64_t>>& elements) {
   const size_t S = slots_.size();
   const int64_t page_bytes = options_.page_bytes;
-  auto footprint = [&](const std::vector<int64_t>& used) {
+  // Element slots (fp32 moments, codes) start every page on 4 KiB; block slots (absmax,
+  // 1/64 of the codes) follow on contiguously, so a page's absmax may share its first and
+  // last 4 KiB with its neighbours': the footprint counts every 4 KiB touched, a shared one
+  // in both pages, so the accounted bytes never undercount what is resident.
+  auto page_aligned = [&](size_t s) { return slots_[s].block_elems == 1; };
+  auto footprint_at = [&](const std::vector<int64_t>& offset, const std::vector<int64_t>& used) {
     int64_t sum = 0;
-    for (int64_t u : used) sum += round_up(u, kOsPage);
+    for (size_t s = 0; s < S; ++s)
+      if (used[s] > 0) sum += round_up(offset[s] + used[s], kOsPage) - round_down(offset[s], kOsPage);
     return sum;
   };
   // The largest piece of a tensor using these slots that fits an empty page. Piece
@@ -131,13 +137,15 @@ void PageStore::plan(const std::vector<std::vector<int64_t>>& elements) {
     for (size_t s = 0; s < S; ++s) {
       if (slot_elements[s] == 0) continue;
       const SlotFormat& f = slots_[s];
-      granule = std::lcm(granule, f.block_elems * (kOsPage / std::gcd(kOsPage, f.bytes_per_block)));
+      granule = std::lcm(granule, page_aligned(s) ? kOsPage / std::gcd(kOsPage, f.bytes_per_block) : f.block_elems);
       bytes_per_element += static_cast<double>(f.bytes_per_block) / f.block_elems;
     }
-    std::vector<int64_t> whole(S);
+    std::vector<int64_t> whole(S), worst_offset(S, 0);
+    for (size_t s = 0; s < S; ++s)
+      if (!page_aligned(s)) worst_offset[s] = kOsPage - 4;  // a block slot may start anywhere
     auto fits = [&](int64_t n) {
       for (size_t s = 0; s < S; ++s) whole[s] = slot_elements[s] ? slot_bytes(slots_[s], n) : 0;
-      return footprint(whole) <= page_bytes;
+      return footprint_at(worst_offset, whole) <= page_bytes;
     };
     int64_t n = round_down(static_cast<int64_t>(page_bytes / bytes_per_element), granule);
     while (n > 0 && !fits(n)) n -= granule;
@@ -152,14 +160,14 @@ void PageStore::plan(const std::vector<std::vector<int64_t>>& elements) {
   bool open = false;
   auto open_page = [&] {
     page = Page{};
-    for (size_t s = 0; s < S; ++s) page.offset.push_back(round_up(cursor[s], kOsPage));
+    for (size_t s = 0; s < S; ++s) page.offset.push_back(page_aligned(s) ? round_up(cursor[s], kOsPage) : cursor[s]);
     std::fill(used.begin(), used.end(), 0);
     open = true;
   };
   auto close_page = [&] {
     if (!open) return;
     page.length = used;
-    page.footprint = footprint(used);
+    page.footprint = footprint_at(page.offset, used);
     for (size_t s = 0; s < S; ++s) cursor[s] = page.offset[s] + used[s];
     for (const Piece& p : page.pieces) pages_of_[p.tensor].push_back(pages_.size());
     pages_.push_back(std::move(page));
@@ -170,10 +178,10 @@ void PageStore::plan(const std::vector<std::vector<int64_t>>& elements) {
     std::vector<int64_t> next = used, at = used;
     for (size_t s = 0; s < S; ++s) {
       if (elements[t][s] == 0) continue;
-      at[s] = round_up(used[s], kTensorAlign);
+      at[s] = page_aligned(s) ? round_up(used[s], kTensorAlign) : used[s];
       next[s] = at[s] + slot_bytes(slots_[s], end - begin);
     }
-    if (footprint(next) > page_bytes) return false;
+    if (footprint_at(page.offset, next) > page_bytes) return false;
     if (begin == 0)
       for (size_t s = 0; s < S; ++s) tensor_offset_[t][s] = page.offset[s] + at[s];
     used = next;
@@ -226,8 +234,9 @@ std::shared_ptr<void> PageStore::mapping_owner() const { return mapping_; }
 void PageStore::read_page(const Page& page) {
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (page.length[s] == 0) continue;
-    uint8_t* addr = mapping_->base() + page.offset[s];
-    const int64_t len = round_up(page.length[s], kOsPage);
+    const int64_t begin = round_down(page.offset[s], kOsPage);
+    uint8_t* addr = mapping_->base() + begin;
+    const int64_t len = round_up(page.offset[s] + page.length[s], kOsPage) - begin;
     ::madvise(addr, len, MADV_WILLNEED);  // one large read request for the whole extent
 #ifdef MADV_POPULATE_WRITE
     if (::madvise(addr, len, MADV_POPULATE_WRITE) == 0) continue;

@@ -15,11 +15,13 @@
 // region of the file, and in every region the tensors follow in parameter
 // order, so a tensor's slot is one contiguous run of bytes (saved state is a
 // zero-copy view). Tensors are grouped into pages of at most `page_bytes`
-// (summed over slots, each slot's extent rounded up to 4 KiB): consecutive
-// small tensors share a page; a tensor larger than a page is cut into pieces
-// whose boundaries fall on 4 KiB in every slot (and on the caller's
-// quantization block). Every page starts on a 4 KiB boundary of every region,
-// so paging a page in or out never touches another page's memory.
+// (summed over slots, counting every 4 KiB a slot's extent touches):
+// consecutive small tensors share a page; a tensor larger than a page is cut
+// into pieces whose boundaries fall on 4 KiB in every element slot (fp32
+// moments, codes) and on the caller's quantization block. In element slots
+// every page starts on 4 KiB, so paging it in or out touches no other page's
+// memory; block slots (absmax, 1/64 of the codes) run on contiguously, and a
+// 4 KiB they share with a neighbour is counted in both pages' footprints.
 //
 // Budget invariant: the sum of the footprints of pages between "being read"
 // and "written back and dropped" never exceeds max_resident_bytes. A step
