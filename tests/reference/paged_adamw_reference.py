@@ -304,7 +304,11 @@ def check_8bit(binary, tmp, failures):
             ours, stats = run(binary, "paged_adamw_8bit", inputs, out, paged,
                               ["--steps", str(a8.STEPS), "--save-state", saved_path], isa)
             saved = load_file(saved_path)
-            a8.compare(spec, config, isa, ours, saved, reference, ref_state, failures)
+            # Percentile clipping is bitsandbytes <= 0.49's rule, transcribed in adamw_8bit_reference.py,
+            # which asserts adamw_8bit against it; here it is asserted through bit-equality with
+            # adamw_8bit below, and the comparison with the transcription is printed only.
+            vs_bnb = [] if "percentile_clipping" in config["opts"] else failures
+            a8.compare(spec, config, isa, ours, saved, reference, ref_state, vs_bnb)
             run(binary, "adamw_8bit", inputs, out, config["opts"], ["--steps", str(a8.STEPS), "--save-state", saved8_path], isa)
             saved8 = load_file(saved8_path)
             differ = [k for k in saved8 if k not in saved or not torch.equal(saved[k], saved8[k])]
