@@ -29,7 +29,7 @@ r = subprocess.run([args.tool, "--quantizer", args.quantizer, "--mode", "bench",
                    env=env, capture_output=True, text=True, check=True)
 print(f"{'shape':>12} {'thr':>3} {'dequant GB/s':>12} {'triad GB/s':>10} {'ratio':>6} "
       f"{'q fwd+bwd ms':>12} {'dense ms':>9} {'ratio':>6}")
-for line in r.stdout.splitlines():
+for line in (l for l in r.stdout.splitlines() if l.startswith("{")):  # spdlog warnings share stdout
     j = json.loads(line)
     dq = j["dequant_bytes"] / j["dequant_s"] / 1e9
     tr = j["triad_bytes"] / j["triad_s"] / 1e9
