@@ -13,7 +13,7 @@
 //
 // Adam (AdamW: decoupled weight decay), 8-bit state, g <- g * gnorm_scale:
 //   m <- beta1*m + (1-beta1)*g                  fused: fma(g, 1-beta1, m*beta1)
-//   v <- beta2*v + (1-beta2)*g*g
+//   v <- beta2*v + (1-beta2)*g*g                fused: fma((1-beta2)*g, g, v*beta2)
 //   denom <- sqrt(v) / sqrt(1-beta2^t) + eps
 //   p <- p * (1 - lr*wd)                        (wd > 0)
 //   p <- p + (-lr/(1-beta1^t)) * m / denom

@@ -3,7 +3,7 @@
 // file with -mavx2/-mavx512f set on that file only. No fast-math and no FMA
 // contraction (-ffp-contract=off): every fp32 operation rounds where ATen's
 // does in bitsandbytes' kernels, and the fused multiply-adds written out are
-// the ones ATen's add(alpha) uses. The update rules are in optim8bit_kernel.h.
+// the ones ATen's add(alpha) and addcmul use. The update rules are in optim8bit_kernel.h.
 #include <algorithm>
 #include <cmath>
 
@@ -45,7 +45,7 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float gi = static_cast<float>(g[i]) * s.gnorm_scale;
       const float mi = std::fma(gi, s.one_minus_beta1, m[i] * s.beta1);
-      const float vi = v[i] * s.beta2 + s.one_minus_beta2 * gi * gi;
+      const float vi = std::fma(s.one_minus_beta2 * gi, gi, v[i] * s.beta2);
       m[i] = mi;
       v[i] = vi;
       const float update = mi / (std::sqrt(vi) + s.eps_bc2);
@@ -70,7 +70,8 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
     for (int64_t j = 0; j < len; ++j) {
       const float gi = static_cast<float>(gb[j]) * s.gnorm_scale;
       const float mi = std::fma(gi, s.one_minus_beta1, (code1[q1[j]] * a1) * s.beta1);
-      const float vi = (code2[q2[j]] * a2) * s.beta2 + s.one_minus_beta2 * gi * gi;
+      // ATen's addcmul is one fused multiply-add: fma(value * g, g, v).
+      const float vi = std::fma(s.one_minus_beta2 * gi, gi, (code2[q2[j]] * a2) * s.beta2);
       m[j] = mi;
       v[j] = vi;
       const float denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
