@@ -5,21 +5,27 @@
 // updates it in fp32 and requantizes it with the block's new absmax.
 //
 // The arithmetic is bitsandbytes' CPU backend, operation by operation
-// (backends/cpu/ops.py, _optimizer_update_8bit_blockwise_cpu), in fp32:
+// (backends/cpu/ops.py, _optimizer_update_8bit_blockwise_cpu), in fp32, with a
+// fused multiply-add exactly where torch's CPU kernels fuse one (add_ with
+// alpha, addcmul_, addcdiv_), written fma(a, b, c) = a*b + c rounded once:
 //   g   = grad * gnorm_scale
-//   Adam: s1 = s1*b1 + (1-b1)*g
-//         s2 = s2*b2 + (1-b2)*(g*g)
-//         p  = p*(1 - lr*wd)                         (only when wd > 0)
-//         p  = p + (-lr/bc1) * (s1 / (sqrt(s2)/sqrt(bc2) + eps))
-//   Lion: p  = p*(1 - lr*wd)                         (only when wd > 0)
-//         p  = p + (-lr) * sign(s1*b1 + (1-b1)*g)
-//         s1 = s1*b2 + (1-b2)*g
-// then absmax = max |s| over the block, and each code is the map entry nearest
-// to s/absmax (largest entry <= x, moved one up only when the next entry is
-// strictly closer: ties go to the lower code, as bnb's quantize_block). The
-// library is compiled with --fmad=false so no multiply-add is fused and every
-// operation rounds as the CPU's does. bf16/f16 params and grads are widened
-// to fp32 and the result rounded to nearest even.
+//   Adam: s1 = fma(1-b1, g, s1*b1)
+//         s2 = fma((1-b2)*g, g, s2*b2)
+//         p  = p*(1 - lr*wd)                                  (only when wd > 0)
+//         p  = fma(-lr/bc1, s1 / (sqrt(s2)/sqrt(bc2) + eps), p)
+//   Lion: p  = p*(1 - lr*wd)                                  (only when wd > 0)
+//         p  = p + (-lr) * sign(s1*b1 + g*(1-b1))
+//         s1 = fma(1-b2, g, s1*b2)
+// (bc1 = 1 - b1^step, bc2 = 1 - b2^step; -lr/bc1, sqrt(bc2) and 1 - lr*wd are
+// formed in double as bnb forms them in Python.) Then absmax = max |s| over the
+// block, and each code is the map entry nearest to s/absmax (largest entry <=
+// x, moved one up only when the next entry is strictly closer: ties go to the
+// lower code, as bnb's quantize_block decides). bnb's CPU binary search
+// (BinSearch "Direct2") misses the nearest entry for ~0.3% of values near a
+// midpoint; these kernels do not reproduce that. The library is compiled with
+// --fmad=false so nothing else is fused. bf16/f16 params and grads are widened
+// to fp32 and the result rounded to nearest even. A block whose state is all
+// zero keeps absmax 0 and takes the code nearest 0.
 //
 // Layout: one warp per 256-element quantization block, each lane owning 8
 // consecutive elements (vector loads: 16 bytes of bf16/f16, 2 x 16 bytes of
@@ -171,18 +177,18 @@ __global__ void __launch_bounds__(kThreads)
       s1[i] = map1[q1[i]] * old_absmax1;
       if constexpr (kRule == Rule::Adam) {
         s2[i] = map2[q2[i]] * old_absmax2;
-        s1[i] = s1[i] * c.beta1 + c.one_minus_beta1 * gi;
-        s2[i] = s2[i] * c.beta2 + c.one_minus_beta2 * (gi * gi);
+        s1[i] = __fmaf_rn(c.one_minus_beta1, gi, s1[i] * c.beta1);
+        s2[i] = __fmaf_rn(c.one_minus_beta2 * gi, gi, s2[i] * c.beta2);
         const float denom = sqrtf(s2[i]) / c.sqrt_bc2 + c.eps;
         if (c.apply_decay) p[i] = p[i] * c.decay;
-        p[i] = p[i] + c.neg_step * (s1[i] / denom);
+        p[i] = __fmaf_rn(c.neg_step, s1[i] / denom, p[i]);
         new_absmax2 = fmaxf(new_absmax2, fabsf(s2[i]));
       } else {
         if (c.apply_decay) p[i] = p[i] * c.decay;
         const float mix = s1[i] * c.beta1 + gi * c.one_minus_beta1;
         const float direction = mix > 0.0f ? 1.0f : (mix < 0.0f ? -1.0f : 0.0f);
         p[i] = p[i] + c.neg_step * direction;
-        s1[i] = s1[i] * c.beta2 + c.one_minus_beta2 * gi;
+        s1[i] = __fmaf_rn(c.one_minus_beta2, gi, s1[i] * c.beta2);
       }
       new_absmax1 = fmaxf(new_absmax1, fabsf(s1[i]));
     }
