@@ -10,6 +10,19 @@
 // The update rules are the CPU kernels' (plugins/optimizers/blockwise8/), one
 // thread block per 256-element quantization block, as bitsandbytes'
 // kOptimizer8bit2StateBlockwise / kOptimizer8bit1StateBlockwise compute them.
+//
+// Implementation notes (plugins/cuda/README.md has the full update rules):
+// - Include as `#include "cuda_kernels.h"`; the library's PUBLIC include
+//   directory is plugins/cuda, and it links CUDA::cudart publicly.
+// - Each 256-element quantization block is handled by one warp (8 elements
+//   per lane, 8 warps per thread block sharing the maps in shared memory);
+//   the result is the same as one thread block per quantization block.
+// - Arithmetic is bitsandbytes' CPU backend in fp32, fused multiply-adds only
+//   where torch's CPU kernels fuse them; requantization takes the nearest map
+//   entry (ties to the lower code). The maps are never written.
+// - All launchers are asynchronous on `stream`; argument errors throw
+//   std::invalid_argument before any CUDA call, CUDA errors std::runtime_error
+//   naming the launcher and the failed call.
 #pragma once
 
 #include <cstddef>

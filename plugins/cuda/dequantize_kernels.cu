@@ -6,8 +6,9 @@
 //     dequantize_blockwise plus QuantState.offset): out = code256[code] * absmax[i / blocksize] + offset,
 //     one rounding per operation (the library is built with --fmad=false).
 // Each thread decodes a group of elements (16 nibbles from one 8-byte load,
-// 4 codes from one 4-byte load) and writes them with 16-byte stores; the last,
-// partial group and misaligned buffers take the element-wise path.
+// 4 codes from one 4-byte load, one absmax) and writes them with 16-byte
+// stores; the last, partial group, misaligned buffers and block sizes that
+// are not a multiple of the group take the element-wise path.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -25,27 +26,22 @@ template <> __device__ __forceinline__ float from_float<float>(float x) { return
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
 
-// 16 consecutive outputs through 16-byte stores.
+// 16 consecutive outputs through 16-byte stores; 16-bit values packed two to
+// a 32-bit word with shifts (element 2k in the low half), all in registers.
 __device__ __forceinline__ void store16(float* out, const float (&v)[16]) {
 #pragma unroll
   for (int k = 0; k < 4; ++k)
     reinterpret_cast<float4*>(out)[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
 }
-__device__ __forceinline__ void store16(__nv_bfloat16* out, const float (&v)[16]) {
-  uint4 raw[2];
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(raw);
+__device__ __forceinline__ uint32_t half_bits(float x, const __nv_bfloat16*) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ uint32_t half_bits(float x, const __half*) { return __half_as_ushort(__float2half_rn(x)); }
+template <typename H>
+__device__ __forceinline__ void store16(H* out, const float (&v)[16]) {
+  uint32_t w[8];
 #pragma unroll
-  for (int k = 0; k < 8; ++k) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-  reinterpret_cast<uint4*>(out)[0] = raw[0];
-  reinterpret_cast<uint4*>(out)[1] = raw[1];
-}
-__device__ __forceinline__ void store16(__half* out, const float (&v)[16]) {
-  uint4 raw[2];
-  __half2* h = reinterpret_cast<__half2*>(raw);
-#pragma unroll
-  for (int k = 0; k < 8; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-  reinterpret_cast<uint4*>(out)[0] = raw[0];
-  reinterpret_cast<uint4*>(out)[1] = raw[1];
+  for (int k = 0; k < 8; ++k) w[k] = half_bits(v[2 * k], out) | (half_bits(v[2 * k + 1], out) << 16);
+  reinterpret_cast<uint4*>(out)[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  reinterpret_cast<uint4*>(out)[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
 template <typename T, bool kVector>
@@ -59,22 +55,15 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t groups = (numel + 15) / 16;
   for (int64_t gi = int64_t(blockIdx.x) * kThreads + threadIdx.x; gi < groups; gi += int64_t(gridDim.x) * kThreads) {
     const int64_t first = gi * 16;
-    if (kVector && first + 16 <= numel) {
+    if (kVector && group_in_one_block && first + 16 <= numel) {
       const uint2 raw = reinterpret_cast<const uint2*>(packed)[gi];
+      const float scale = absmax[first / blocksize];
       float v[16];
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         const uint32_t byte = ((k < 4 ? raw.x : raw.y) >> (8 * (k % 4))) & 0xffu;
-        v[2 * k] = code[byte >> 4];
-        v[2 * k + 1] = code[byte & 0xfu];
-      }
-      if (group_in_one_block) {
-        const float scale = absmax[first / blocksize];
-#pragma unroll
-        for (int k = 0; k < 16; ++k) v[k] = v[k] * scale;
-      } else {
-#pragma unroll
-        for (int k = 0; k < 16; ++k) v[k] = v[k] * absmax[(first + k) / blocksize];
+        v[2 * k] = code[byte >> 4] * scale;
+        v[2 * k + 1] = code[byte & 0xfu] * scale;
       }
       store16(out + first, v);
     } else {
@@ -100,19 +89,11 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t groups = (numel + 3) / 4;
   for (int64_t gi = int64_t(blockIdx.x) * kThreads + threadIdx.x; gi < groups; gi += int64_t(gridDim.x) * kThreads) {
     const int64_t first = gi * 4;
-    if (kVector && first + 4 <= numel) {
+    if (kVector && group_in_one_block && first + 4 <= numel) {
       const uchar4 c = reinterpret_cast<const uchar4*>(codes)[gi];
-      float4 v;
-      if (group_in_one_block) {
-        const float scale = absmax[first / blocksize];
-        v = make_float4(code[c.x] * scale + offset, code[c.y] * scale + offset, code[c.z] * scale + offset,
-                        code[c.w] * scale + offset);
-      } else {
-        v = make_float4(code[c.x] * absmax[first / blocksize] + offset,
-                        code[c.y] * absmax[(first + 1) / blocksize] + offset,
-                        code[c.z] * absmax[(first + 2) / blocksize] + offset,
-                        code[c.w] * absmax[(first + 3) / blocksize] + offset);
-      }
+      const float scale = absmax[first / blocksize];
+      const float4 v = make_float4(code[c.x] * scale + offset, code[c.y] * scale + offset,
+                                   code[c.z] * scale + offset, code[c.w] * scale + offset);
       reinterpret_cast<float4*>(out)[gi] = v;
     } else {
       const int64_t last = first + 4 < numel ? first + 4 : numel;

@@ -67,7 +67,14 @@ template <> __device__ __forceinline__ float from_float<float>(float x) { return
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
 
-// 8 consecutive elements through 16-byte loads/stores (callers check alignment).
+// 16-bit values <-> their bits, two to a 32-bit word (element 2k in the low half).
+__device__ __forceinline__ float half_bits_to_float(uint32_t bits, const __nv_bfloat16*) { return __uint_as_float(bits << 16); }
+__device__ __forceinline__ float half_bits_to_float(uint32_t bits, const __half*) { return __half2float(__ushort_as_half(static_cast<unsigned short>(bits))); }
+__device__ __forceinline__ uint32_t float_to_half_bits(float x, const __nv_bfloat16*) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ uint32_t float_to_half_bits(float x, const __half*) { return __half_as_ushort(__float2half_rn(x)); }
+
+// 8 consecutive elements through 16-byte loads/stores (callers check
+// alignment); bits are unpacked with shifts so that everything stays in registers.
 __device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
   const float4 a = reinterpret_cast<const float4*>(p)[0];
   const float4 b = reinterpret_cast<const float4*>(p)[1];
@@ -77,39 +84,33 @@ __device__ __forceinline__ void store8(float* p, const float (&v)[8]) {
   reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
   reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
-__device__ __forceinline__ void load8(const __nv_bfloat16* p, float (&v)[8]) {
+template <typename H>
+__device__ __forceinline__ void load8(const H* p, float (&v)[8]) {
   const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const float2 f = __bfloat1622float2(h[k]);
-    v[2 * k] = f.x;
-    v[2 * k + 1] = f.y;
+    v[2 * k] = half_bits_to_float(w[k] & 0xffffu, p);
+    v[2 * k + 1] = half_bits_to_float(w[k] >> 16, p);
   }
 }
-__device__ __forceinline__ void store8(__nv_bfloat16* p, const float (&v)[8]) {
-  uint4 raw;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&raw);
+template <typename H>
+__device__ __forceinline__ void store8(H* p, const float (&v)[8]) {
+  uint32_t w[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-  *reinterpret_cast<uint4*>(p) = raw;
+  for (int k = 0; k < 4; ++k) w[k] = float_to_half_bits(v[2 * k], p) | (float_to_half_bits(v[2 * k + 1], p) << 16);
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
-__device__ __forceinline__ void load8(const __half* p, float (&v)[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+__device__ __forceinline__ void load_codes8(const uint8_t* p, uint8_t (&q)[8]) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(p);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float2 f = __half22float2(h[k]);
-    v[2 * k] = f.x;
-    v[2 * k + 1] = f.y;
-  }
+  for (int k = 0; k < 8; ++k) q[k] = static_cast<uint8_t>(((k < 4 ? raw.x : raw.y) >> (8 * (k % 4))) & 0xffu);
 }
-__device__ __forceinline__ void store8(__half* p, const float (&v)[8]) {
-  uint4 raw;
-  __half2* h = reinterpret_cast<__half2*>(&raw);
+__device__ __forceinline__ void store_codes8(uint8_t* p, const uint8_t (&q)[8]) {
+  uint2 raw = make_uint2(0, 0);
 #pragma unroll
-  for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[2 * k], v[2 * k + 1]);
-  *reinterpret_cast<uint4*>(p) = raw;
+  for (int k = 0; k < 8; ++k) (k < 4 ? raw.x : raw.y) |= uint32_t(q[k]) << (8 * (k % 4));
+  *reinterpret_cast<uint2*>(p) = raw;
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -128,6 +129,8 @@ __device__ __forceinline__ uint8_t quantize_nearest(const float* map, float x) {
   return static_cast<uint8_t>(lo);
 }
 
+// No register cap: Adam needs ~77 registers per thread (3 blocks, 24 warps
+// per SM); capping at 64 for a fourth block spills (ptxas -v).
 template <typename T, Rule kRule, bool kVector>
 __global__ void __launch_bounds__(kThreads)
     step_8bit_blockwise(T* __restrict__ param, const T* __restrict__ grad, int64_t numel,
@@ -156,10 +159,12 @@ __global__ void __launch_bounds__(kThreads)
     if (kVector && valid == kPerLane) {
       load8(param + first, p);
       load8(grad + first, g);
-      *reinterpret_cast<uint2*>(q1) = *reinterpret_cast<const uint2*>(state1 + first);
-      if constexpr (kTwoStates) *reinterpret_cast<uint2*>(q2) = *reinterpret_cast<const uint2*>(state2 + first);
+      load_codes8(state1 + first, q1);
+      if constexpr (kTwoStates) load_codes8(state2 + first, q2);
     } else {
-      for (int i = 0; i < valid; ++i) {
+#pragma unroll  // constant indices keep the arrays in registers
+      for (int i = 0; i < kPerLane; ++i) {
+        if (i >= valid) break;
         p[i] = to_float(param[first + i]);
         g[i] = to_float(grad[first + i]);
         q1[i] = state1[first + i];
@@ -208,10 +213,12 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (kVector && valid == kPerLane) {
       store8(param + first, p);
-      *reinterpret_cast<uint2*>(state1 + first) = *reinterpret_cast<const uint2*>(q1);
-      if constexpr (kTwoStates) *reinterpret_cast<uint2*>(state2 + first) = *reinterpret_cast<const uint2*>(q2);
+      store_codes8(state1 + first, q1);
+      if constexpr (kTwoStates) store_codes8(state2 + first, q2);
     } else {
-      for (int i = 0; i < valid; ++i) {
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        if (i >= valid) break;
         param[first + i] = from_float<T>(p[i]);
         state1[first + i] = q1[i];
         if constexpr (kTwoStates) state2[first + i] = q2[i];
