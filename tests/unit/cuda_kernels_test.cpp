@@ -376,13 +376,13 @@ TEST(CudaKernelsErrors, LaunchersRejectBadArgumentsBeforeTouchingTheDevice) {
   EXPECT_THROW(ftcore::cuda::prefetch(&f, 4, -2, nullptr), std::invalid_argument);
 }
 
-// A failing runtime call names itself: prefetching a stack address fails with
-// a device (not managed memory) and without one (no device).
+// A failing runtime call names itself: prefetching to device 1000 fails with
+// a device (invalid ordinal) and without one (no device or driver).
 TEST(CudaKernelsErrors, FailedRuntimeCallsThrowWithTheCallAndCudaMessage) {
   float not_managed[64] = {};
   try {
-    ftcore::cuda::prefetch(not_managed, sizeof(not_managed), 0, nullptr);
-    FAIL() << "prefetch of a stack address did not throw";
+    ftcore::cuda::prefetch(not_managed, sizeof(not_managed), 1000, nullptr);
+    FAIL() << "prefetch to device 1000 did not throw";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("ftcore::cuda::prefetch: cudaMemPrefetchAsync"), std::string::npos) << what;

@@ -289,12 +289,20 @@ inline std::vector<float> dequantize_8bit_on_device(const std::vector<uint8_t>& 
   return result;
 }
 
+// Where the whole range was last prefetched to: a device ordinal,
+// cudaCpuDeviceId for the host, cudaInvalidDeviceId otherwise.
 inline int last_prefetch_location(const void* ptr, size_t bytes) {
-  int location = -2;
-  check(cudaMemRangeGetAttribute(&location, sizeof(location), cudaMemRangeAttributeLastPrefetchLocation,
+  cudaMemLocationType type = cudaMemLocationTypeInvalid;
+  check(cudaMemRangeGetAttribute(&type, sizeof(type), cudaMemRangeAttributeLastPrefetchLocationType,
                                  const_cast<void*>(ptr), bytes),
-        "cudaMemRangeGetAttribute");
-  return location;
+        "cudaMemRangeGetAttribute(LastPrefetchLocationType)");
+  if (type == cudaMemLocationTypeHost) return cudaCpuDeviceId;
+  if (type != cudaMemLocationTypeDevice) return cudaInvalidDeviceId;
+  int id = cudaInvalidDeviceId;
+  check(cudaMemRangeGetAttribute(&id, sizeof(id), cudaMemRangeAttributeLastPrefetchLocationId, const_cast<void*>(ptr),
+                                 bytes),
+        "cudaMemRangeGetAttribute(LastPrefetchLocationId)");
+  return id;
 }
 
 // ------------------------------------------------------------ comparisons
