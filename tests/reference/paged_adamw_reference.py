@@ -19,8 +19,7 @@ Checks, with why each tolerance:
 - the budget: the store's accounted resident high-water mark and the one
   mincore() measures on the mapping (FTCORE_PAGED_STATS=1) are <= max_resident_bytes;
   and on a 4M-parameter run the Rss of the state file's mapping, sampled from
-  outside every millisecond in /proc/PID/smaps, stays within the budget (and
-  reaches the whole state when unbounded: the sampler sees it).
+  outside every millisecond in /proc/PID/smaps, is seen and stays within the budget.
 - resume: 25 steps, save, 25 more in a fresh process == 50 steps, bit for bit;
   state written by adamw resumes in paged_adamw_32bit and the reverse, both
   bit-identical to 50 uninterrupted steps; the two write the same tensor names.
@@ -228,8 +227,7 @@ def sample_state_rss(binary, optimizer, inputs, out, opts, steps):
 
 def check_rss(binary, tmp, failures):
     """The kernel's own count of the state mapping's resident pages in the running process
-    (smaps Rss), sampled from outside: at most the budget; unbounded it reaches the whole state
-    (so the sampler does see the state when it is resident)."""
+    (smaps Rss), sampled from outside: seen (not 0) and at most the budget."""
     shapes = {"w.big": (4096, 1024), "w.small": (1000,)}
     steps = 6
     inputs = os.path.join(tmp, "rss_in.safetensors")
@@ -240,15 +238,11 @@ def check_rss(binary, tmp, failures):
     out = os.path.join(tmp, "rss_out.safetensors")
     opts = {"max_resident_bytes": budget, "page_bytes": 1 << 20}
     bounded, seen, stats = sample_state_rss(binary, "paged_adamw_32bit", inputs, out, opts, steps)
-    unbounded, seen_unbounded, _ = sample_state_rss(binary, "paged_adamw_32bit", inputs, out,
-                                                    dict(opts, max_resident_bytes=0), steps)
-    print(f"state mapping Rss sampled from /proc/PID/smaps, {state >> 20} MiB of state: budget {budget} B -> "
-          f"largest {bounded} B ({seen} samples); unbounded -> largest {unbounded} B ({seen_unbounded} samples)")
+    print(f"state mapping Rss sampled from /proc/PID/smaps, {state >> 20} MiB of state, budget {budget} B: "
+          f"largest {bounded} B over {seen} samples")
     check_budget(stats, budget, "4M parameters", failures)
-    if seen == 0 or bounded > budget:
-        failures.append(f"state mapping Rss {bounded} B over {seen} samples; budget {budget} B")
-    if unbounded < 0.9 * state:
-        failures.append(f"unbounded: the sampler saw only {unbounded} B of {state} B resident")
+    if seen == 0 or bounded == 0 or bounded > budget:
+        failures.append(f"state mapping Rss: largest {bounded} B over {seen} samples; budget {budget} B")
 
 
 def check_bad_options(binary, tmp, failures):

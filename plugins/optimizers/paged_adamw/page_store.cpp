@@ -1,4 +1,4 @@
-// The page plan, the state file and its mapping, and the I/O thread that
+// The page plan, the state file and its mapping, and the reader and writer threads that
 // reads pages ahead and writes finished ones back (page_store.h).
 #include "page_store.h"
 
@@ -31,11 +31,23 @@ int64_t slot_bytes(const SlotFormat& f, int64_t elements) {
   return (elements + f.block_elems - 1) / f.block_elems * f.bytes_per_block;
 }
 
-// The state file, mapped; removed (with its temporary folder) when the last owner goes.
+// The state file, mapped; removed (with its temporary folder) when the last
+// owner goes. Unbounded (in_file false), plain anonymous memory: nothing is
+// ever paged out, and a file would only add the kernel's periodic write-back.
 class Mapping {
  public:
-  Mapping(const std::string& directory, const std::string& file_name, int64_t bytes, const std::string& owner) {
+  Mapping(const std::string& directory, const std::string& file_name, int64_t bytes, const std::string& owner,
+          bool in_file) {
     namespace fs = std::filesystem;
+    bytes_ = bytes;
+    if (bytes_ == 0) return;
+    if (!in_file) {
+      void* addr = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (addr == MAP_FAILED)
+        throw std::runtime_error(owner + ": cannot allocate " + std::to_string(bytes_) + " bytes of state: " + errno_text());
+      base_ = static_cast<uint8_t*>(addr);
+      return;
+    }
     fs::path dir = directory;
     if (dir.empty()) {
       std::string tmpl = (fs::temp_directory_path() / "ftcore-paged-XXXXXX").string();
@@ -45,8 +57,6 @@ class Mapping {
     path_ = (dir / file_name).string();
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd_ < 0) throw std::runtime_error(owner + ": cannot create the state file " + path_ + ": " + errno_text());
-    bytes_ = bytes;
-    if (bytes_ == 0) return;
     // Reserve the blocks now: running out of disk later would be a SIGBUS in the middle of a step.
     if (int err = posix_fallocate(fd_, 0, bytes_); err != 0) {
       close_and_remove();
@@ -73,7 +83,7 @@ class Mapping {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
     std::error_code ec;
-    std::filesystem::remove(path_, ec);
+    if (!path_.empty()) std::filesystem::remove(path_, ec);
     if (!temp_dir_.empty()) std::filesystem::remove(temp_dir_, ec);
   }
   std::string path_, temp_dir_;
@@ -88,7 +98,7 @@ PageStore::PageStore(std::vector<SlotFormat> slots, const std::vector<std::vecto
   plan(elements);
   int64_t file_bytes = region_offset_.back();
   region_offset_.pop_back();
-  mapping_ = std::make_shared<Mapping>(options_.directory, options_.file_name, file_bytes, options_.owner);
+  mapping_ = std::make_shared<Mapping>(options_.directory, options_.file_name, file_bytes, options_.owner, bounded());
   stats_.file_bytes = file_bytes;
   stats_.num_pages = static_cast<int64_t>(pages_.size());
   for (const Page& p : pages_) stats_.largest_page_bytes = std::max(stats_.largest_page_bytes, p.footprint);
@@ -101,7 +111,8 @@ PageStore::PageStore(std::vector<SlotFormat> slots, const std::vector<std::vecto
   if (bounded() && file_bytes > 0) {
     // No read-around on faults: a page is read exactly, by read_page.
     ::madvise(mapping_->base(), file_bytes, MADV_RANDOM);
-    io_ = std::thread([this] { io_loop(); });
+    reader_ = std::thread([this] { read_loop(); });
+    writer_ = std::thread([this] { write_loop(); });
   }
 }
 
@@ -111,7 +122,8 @@ PageStore::~PageStore() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (io_.joinable()) io_.join();
+  if (reader_.joinable()) reader_.join();
+  if (writer_.joinable()) writer_.join();
 }
 
 // Pages in tensor order; see the header for the rules.
@@ -282,7 +294,8 @@ void PageStore::measure_resident() {
   stats_.measured_high_water = std::max(stats_.measured_high_water, pages * kOsPage);
 }
 
-void PageStore::io_loop() {
+// Reads pages ahead while the budget has room; one thread, so reads go to the disk in page order.
+void PageStore::read_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   auto can_read = [&] {
     if (!order_ || next_read_ >= order_->size()) return false;
@@ -291,24 +304,11 @@ void PageStore::io_loop() {
     return stats_.resident_bytes + p.footprint <= options_.max_resident_bytes;
   };
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !to_write_.empty() || can_read(); });
-    if (!to_write_.empty()) {  // writing first frees budget for the next read
-      const Page& p = pages_[to_write_.front()];
-      to_write_.erase(to_write_.begin());
-      ++writes_in_flight_;
-      lock.unlock();
-      write_back_page(p);
-      lock.lock();
-      --writes_in_flight_;
-      stats_.resident_bytes -= p.footprint;
-      ++stats_.pages_out;
-      cv_.notify_all();
-      continue;
-    }
+    cv_.wait(lock, [&] { return stop_ || can_read(); });
     if (stop_) return;
     const size_t position = next_read_++;
     const Page& p = pages_[(*order_)[position]];
-    stats_.resident_bytes += p.footprint;
+    stats_.resident_bytes += p.footprint;  // counted from the start of the read
     stats_.resident_high_water = std::max(stats_.resident_high_water, stats_.resident_bytes);
     lock.unlock();
     read_page(p);
@@ -316,6 +316,25 @@ void PageStore::io_loop() {
     lock.lock();
     ready_[position] = 1;
     ++stats_.pages_in;
+    cv_.notify_all();
+  }
+}
+
+// Writes finished pages back and drops them, concurrently with the reads.
+void PageStore::write_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !to_write_.empty(); });
+    if (to_write_.empty()) return;  // stopping, nothing left
+    const Page& p = pages_[to_write_.front()];
+    to_write_.erase(to_write_.begin());
+    ++writes_in_flight_;
+    lock.unlock();
+    write_back_page(p);
+    lock.lock();
+    --writes_in_flight_;
+    stats_.resident_bytes -= p.footprint;  // until here
+    ++stats_.pages_out;
     cv_.notify_all();
   }
 }

@@ -1,6 +1,7 @@
 // The CPU page store of the paged optimizers: the optimizer state of every
 // parameter in one file, memory-mapped (MAP_SHARED), of which at most
-// `max_resident_bytes` is resident in memory at any time.
+// `max_resident_bytes` is resident in memory at any time (0: unbounded, the
+// same layout in anonymous memory, no file).
 //
 // Why: bitsandbytes' paged optimizers (Dettmers et al., "QLoRA: Efficient
 // Finetuning of Quantized LLMs", 2023, section 2 "Paged Optimizers",
@@ -25,11 +26,11 @@
 //
 // Budget invariant: the sum of the footprints of pages between "being read"
 // and "written back and dropped" never exceeds max_resident_bytes. A step
-// walks its pages in order (for_each_page): a background thread reads up to
+// walks its pages in order (for_each_page): a reader thread reads up to
 // `prefetch_pages` pages ahead (madvise WILLNEED + POPULATE_WRITE) while the
-// caller updates the current one, and writes back and drops each finished
-// page (MADV_DONTNEED, sync_file_range, POSIX_FADV_DONTNEED); it starts a
-// read only when the page fits into the budget left. The accounted
+// caller updates the current one, starting a read only when the page fits
+// into the budget left; a writer thread writes back and drops each finished
+// page (MADV_DONTNEED, sync_file_range, POSIX_FADV_DONTNEED) meanwhile. The accounted
 // high-water mark is kept in stats(); with FTCORE_PAGED_STATS=1 the store
 // also measures the resident pages of the whole mapping with mincore() after
 // every read (the kernel's own count, page cache included) and prints a line
@@ -70,7 +71,7 @@ struct Page {
 
 struct PageStoreOptions {
   int64_t page_bytes = 16 << 20;
-  int64_t max_resident_bytes = 0;  // 0: unbounded (the state stays mapped)
+  int64_t max_resident_bytes = 0;  // 0: unbounded (anonymous memory, no file, no paging)
   int64_t prefetch_pages = 2;
   int64_t align_elems = 1;    // pieces of a tensor start on a multiple of this (quantization block)
   std::string directory;      // where the state file goes; empty: a fresh temporary folder
@@ -129,7 +130,8 @@ class PageStore {
   void write_back(int64_t offset, int64_t length);
   void write_back_page(const Page& page);
   void measure_resident();
-  void io_loop();
+  void read_loop();
+  void write_loop();
 
   std::vector<SlotFormat> slots_;
   PageStoreOptions options_;
@@ -141,7 +143,7 @@ class PageStore {
   std::shared_ptr<Mapping> mapping_;
   bool measure_ = false;
 
-  // The pass shared with the I/O thread (guarded by mu_).
+  // The pass shared with the reader and writer threads (guarded by mu_).
   mutable std::mutex mu_;
   std::condition_variable cv_;
   const std::vector<size_t>* order_ = nullptr;
@@ -152,7 +154,7 @@ class PageStore {
   int64_t writes_in_flight_ = 0;
   bool stop_ = false;
   PagingStats stats_;
-  std::thread io_;
+  std::thread reader_, writer_;
 };
 
 }  // namespace ftcore::plugins::paged_adamw
