@@ -71,11 +71,12 @@ int run_benchmark(int argc, char** argv) {
 
   // Inputs made on the device by the dequantization kernels from random codes.
   const std::vector<uint8_t> codes = random_bytes(size_t(n), 1);
-  std::vector<float> map(256), code16(16);
-  for (int i = 0; i < 256; ++i) map[i] = (float(i) - 127.5f) / 127.5f;
+  std::vector<float> map(256), map2(256), code16(16);  // signed and unsigned sorted maps
+  for (int i = 0; i < 256; ++i) map[i] = (float(i) - 127.5f) / 127.5f, map2[i] = float(i) / 255.0f;
   for (int i = 0; i < 16; ++i) code16[i] = (float(i) - 7.5f) / 7.5f;
   DeviceBuffer d_codes1 = DeviceBuffer::upload(codes, 0), d_codes2 = DeviceBuffer::upload(random_bytes(size_t(n), 2), 0);
-  DeviceBuffer d_map = DeviceBuffer::upload(map, 0), d_code16 = DeviceBuffer::upload(code16, 0);
+  DeviceBuffer d_map = DeviceBuffer::upload(map, 0), d_map2 = DeviceBuffer::upload(map2, 0),
+               d_code16 = DeviceBuffer::upload(code16, 0);
   std::vector<float> absmax_host(size_t(blocks), 1e-3f);
   DeviceBuffer d_absmax1 = DeviceBuffer::upload(absmax_host, 0), d_absmax2 = DeviceBuffer::upload(absmax_host, 0);
   const std::vector<float> scale_host(size_t(n / 64 + 1), 1e-3f);  // enough for 4-bit blocks of 64
@@ -108,7 +109,7 @@ int run_benchmark(int argc, char** argv) {
     adam.param = param.get(), adam.grad = grad.get(), adam.dtype = dtype, adam.numel = n;
     adam.state1 = state1.get<uint8_t>(), adam.state2 = state2.get<uint8_t>();
     adam.absmax1 = d_absmax1.get<float>(), adam.absmax2 = d_absmax2.get<float>();
-    adam.qmap1 = d_map.get<float>(), adam.qmap2 = d_map.get<float>();
+    adam.qmap1 = d_map.get<float>(), adam.qmap2 = d_map2.get<float>();
     adam.weight_decay = 0.01f, adam.bias_correction1 = 0.1f, adam.bias_correction2 = 0.001f;
     // param r+w, grad r, two states r+w, two absmax r+w
     const double adam_bytes = double(n) * (3 * es + 4) + double(blocks) * 16;
