@@ -12,20 +12,23 @@
 //   Adam: s1 = fma(1-b1, g, s1*b1)
 //         s2 = fma((1-b2)*g, g, s2*b2)
 //         p  = p*(1 - lr*wd)                                  (only when wd > 0)
-//         p  = fma(-lr/bc1, s1 / (sqrt(s2)/sqrt(bc2) + eps), p)
+//         p  = p + ((-lr/bc1) * s1) / (sqrt(s2)/sqrt(bc2) + eps)   (addcdiv_)
 //   Lion: p  = p*(1 - lr*wd)                                  (only when wd > 0)
 //         p  = p + (-lr) * sign(s1*b1 + g*(1-b1))
 //         s1 = fma(1-b2, g, s1*b2)
 // (bc1 = 1 - b1^step, bc2 = 1 - b2^step; -lr/bc1, sqrt(bc2) and 1 - lr*wd are
-// formed in double as bnb forms them in Python.) Then absmax = max |s| over the
-// block, and each code is the map entry nearest to s/absmax (largest entry <=
-// x, moved one up only when the next entry is strictly closer: ties go to the
-// lower code, as bnb's quantize_block decides). bnb's CPU binary search
-// (BinSearch "Direct2") misses the nearest entry for ~0.3% of values near a
-// midpoint; these kernels do not reproduce that. The library is compiled with
+// formed in double as bnb forms them in Python.) The library is compiled with
 // --fmad=false so nothing else is fused. bf16/f16 params and grads are widened
-// to fp32 and the result rounded to nearest even. A block whose state is all
-// zero keeps absmax 0 and takes the code nearest 0.
+// to fp32 and the result rounded to nearest even.
+//
+// Requantization is bnb's CPU quantize_blockwise (its BinSearch "Direct2"
+// lookup), which plugins/optimizers/blockwise8 reproduces with a table:
+//   absmax = max |s| over the block            (0: every code is 0)
+//   n      = clamp(s * (1/absmax), -1, 1)      fp32 reciprocal, then product
+//   k      = trunc(fma((n + 1) * 0.5, 65535, 0.5))
+//   code   = #{ i : 0.5*(map[i] + map[i+1]) < -1 + (2k)/65535 }
+// i.e. the entry nearest to the 65536-point grid value k stands for (ties to
+// the lower entry); counted here by binary search over the 255 midpoints.
 //
 // Layout: one warp per 256-element quantization block, each lane owning 8
 // consecutive elements (vector loads: 16 bytes of bf16/f16, 2 x 16 bytes of
@@ -119,14 +122,19 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Nearest entry of the sorted 256-entry map; ties go to the lower index.
-__device__ __forceinline__ uint8_t quantize_nearest(const float* map, float x) {
-  int lo = 0;
+// The code of normalized value n: the grid point k it rounds to, then the
+// number of midpoints below that grid point (mid: 255 ascending midpoints).
+__device__ __forceinline__ uint8_t quantize_grid(const float* mid, float x, float inv_absmax) {
+  float n = x * inv_absmax;
+  n = n < -1.0f ? -1.0f : (n > 1.0f ? 1.0f : n);
+  const float t = (n + 1.0f) * 0.5f;
+  const int k = static_cast<int>(__fmaf_rn(t, 65535.0f, 0.5f));
+  const float grid = -1.0f + (2.0f * static_cast<float>(k)) / 65535.0f;
+  int below = 0;  // largest count with mid[count - 1] < grid
 #pragma unroll
   for (int step = 128; step > 0; step >>= 1)
-    if (map[lo + step] <= x) lo += step;
-  if (lo < 255 && fabsf(x - map[lo + 1]) < fabsf(x - map[lo])) ++lo;
-  return static_cast<uint8_t>(lo);
+    if (mid[below + step - 1] < grid) below += step;
+  return static_cast<uint8_t>(below);
 }
 
 // No register cap: Adam needs ~77 registers per thread (3 blocks, 24 warps
@@ -138,11 +146,15 @@ __global__ void __launch_bounds__(kThreads)
                         float* __restrict__ absmax2, const float* __restrict__ qmap1,
                         const float* __restrict__ qmap2, StepConstants c) {
   constexpr bool kTwoStates = kRule == Rule::Adam;
-  __shared__ float map1[256];
-  __shared__ float map2[kTwoStates ? 256 : 1];
+  __shared__ float map1[256], mid1[255];
+  __shared__ float map2[kTwoStates ? 256 : 1], mid2[kTwoStates ? 255 : 1];
   for (int i = threadIdx.x; i < 256; i += kThreads) {
     map1[i] = qmap1[i];
-    if constexpr (kTwoStates) map2[i] = qmap2[i];
+    if (i < 255) mid1[i] = 0.5f * (qmap1[i] + qmap1[i + 1]);
+    if constexpr (kTwoStates) {
+      map2[i] = qmap2[i];
+      if (i < 255) mid2[i] = 0.5f * (qmap2[i] + qmap2[i + 1]);
+    }
   }
   __syncthreads();
 
@@ -186,7 +198,7 @@ __global__ void __launch_bounds__(kThreads)
         s2[i] = __fmaf_rn(c.one_minus_beta2 * gi, gi, s2[i] * c.beta2);
         const float denom = sqrtf(s2[i]) / c.sqrt_bc2 + c.eps;
         if (c.apply_decay) p[i] = p[i] * c.decay;
-        p[i] = __fmaf_rn(c.neg_step, s1[i] / denom, p[i]);
+        p[i] = p[i] + (c.neg_step * s1[i]) / denom;
         new_absmax2 = fmaxf(new_absmax2, fabsf(s2[i]));
       } else {
         if (c.apply_decay) p[i] = p[i] * c.decay;
@@ -205,11 +217,12 @@ __global__ void __launch_bounds__(kThreads)
       if constexpr (kTwoStates) absmax2[b] = new_absmax2;
     }
 
+    const float inv1 = 1.0f / new_absmax1, inv2 = kTwoStates ? 1.0f / new_absmax2 : 0.0f;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       if (i >= valid) break;
-      q1[i] = quantize_nearest(map1, new_absmax1 > 0.0f ? s1[i] / new_absmax1 : 0.0f);
-      if constexpr (kTwoStates) q2[i] = quantize_nearest(map2, new_absmax2 > 0.0f ? s2[i] / new_absmax2 : 0.0f);
+      q1[i] = new_absmax1 > 0.0f ? quantize_grid(mid1, s1[i], inv1) : 0;
+      if constexpr (kTwoStates) q2[i] = new_absmax2 > 0.0f ? quantize_grid(mid2, s2[i], inv2) : 0;
     }
     if (kVector && valid == kPerLane) {
       store8(param + first, p);
