@@ -18,8 +18,10 @@
 //   per lane, 8 warps per thread block sharing the maps in shared memory);
 //   the result is the same as one thread block per quantization block.
 // - Arithmetic is bitsandbytes' CPU backend in fp32, fused multiply-adds only
-//   where torch's CPU kernels fuse them; requantization takes the nearest map
-//   entry (ties to the lower code). The maps are never written.
+//   where torch's CPU kernels fuse them; requantization is bnb's CPU rule (the
+//   map entry nearest to the value's point on a 65536-point grid, ties to the
+//   lower code), the same codes as plugins/optimizers/blockwise8. The maps
+//   are never written.
 // - All launchers are asynchronous on `stream`; argument errors throw
 //   std::invalid_argument before any CUDA call, CUDA errors std::runtime_error
 //   naming the launcher and the failed call.
