@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -88,6 +89,15 @@ class Model : public sdk::ModelView {
   // from the default generator, as transformers' neftune hook adds. 0: off.
   void set_neftune_noise_alpha(double alpha) { neftune_alpha_ = alpha; }
 
+  // Calibration (GPTQ): runs `rows` (input ids [1, T] each) through the
+  // decoder one layer at a time, without grad. For each layer i:
+  // before_layer(i) (e.g. wraps its Linear slots to record their inputs),
+  // layer i on every row, after_layer(i) (e.g. quantizes those slots), then
+  // layer i again on every row so that layer i+1 sees what the modified
+  // layer computes. Keeps only one layer's inputs per row.
+  void run_layerwise(const std::vector<at::Tensor>& rows, const std::function<void(int64_t)>& before_layer,
+                     const std::function<void(int64_t)>& after_layer);
+
   const ModelConfig& config() const { return config_; }
   c10::ScalarType dtype() const;
   c10::Device device() const;
@@ -116,5 +126,9 @@ class Model : public sdk::ModelView {
   bool checkpointing_ = false;
   double neftune_alpha_ = 0.0;
 };
+
+// Every tensor of an HF folder's model.safetensors (or its shards), by name,
+// memory-mapped. Throws ModelError when there are none or only .bin files.
+std::vector<std::pair<std::string, at::Tensor>> read_model_tensors(const std::filesystem::path& model_dir);
 
 }  // namespace ftcore

@@ -32,6 +32,8 @@ class DenseLinear : public sdk::LinearModule {
   int64_t out_features() const override { return weight_.size(0); }
   at::Tensor dense_weight() const override { return weight_; }
   at::Tensor bias() const override { return bias_; }
+  bool can_set_dense_weight() const override { return true; }
+  void set_dense_weight(const at::Tensor& weight) override;
 
  private:
   at::Tensor weight_, bias_;

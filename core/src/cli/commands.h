@@ -17,6 +17,7 @@ int plugins_command(const std::vector<std::string>& args);
 int convert_command(const std::vector<std::string>& args);
 int generate_command(const std::vector<std::string>& args);
 int merge_command(const std::vector<std::string>& args);
+int quantize_command(const std::vector<std::string>& args);
 int data_command(const std::vector<std::string>& args);
 int print_version();
 

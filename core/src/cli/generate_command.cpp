@@ -16,6 +16,7 @@
 #include "ftcore/plugin_loader.h"
 #include "peft_adapter.h"
 #include "ftcore/model.h"
+#include "ftcore/quantized_model.h"
 #include "ftcore/model_generation.h"
 #include "ftcore/tokenizer.h"
 
@@ -128,9 +129,16 @@ int generate_command(const std::vector<std::string>& args) {
   // the model run code of the plugin library these keep loaded.
   PluginRegistry registry;
   std::shared_ptr<sdk::Adapter> applied;
-  auto model = Model::from_pretrained(model_dir, load);
+  std::shared_ptr<Model> model;
+  if (adapter || is_quantized_folder(model_dir)) load_plugins(PluginSearchOptions{}, registry);
+  if (is_quantized_folder(model_dir)) {
+    QuantizedModel quantized = load_quantized_model(model_dir, load, registry);
+    spdlog::info("quantized model ({})", quantized.quantizer_name);
+    model = quantized.model;
+  } else {
+    model = Model::from_pretrained(model_dir, load);
+  }
   if (adapter) {
-    load_plugins(PluginSearchOptions{}, registry);
     applied = apply_peft_adapter(*adapter, *model, registry);
     spdlog::info("adapter {} applied", *adapter);
   }

@@ -28,6 +28,7 @@ const char* kUsage =
     "  data inspect R    the recipe's dataset as the trainer sees it (tokens, masks)\n"
     "  generate          text from a model: --model DIR (--prompt TEXT | --chat TEXT)\n"
     "  merge             fold a PEFT adapter into its model: --model DIR --adapter DIR --out DIR\n"
+    "  quantize          quantize a model (nf4, fp4, gptq): --model DIR --quantizer NAME --out DIR\n"
     "\n"
     "Global options:\n"
     "  --version         ftcore, libtorch, C++ ABI and CUDA facts\n"
@@ -76,8 +77,9 @@ int dispatch(std::vector<std::string> args) {
   if (command == "convert") return ftcore::cli::convert_command(rest);
   if (command == "generate") return ftcore::cli::generate_command(rest);
   if (command == "merge") return ftcore::cli::merge_command(rest);
+  if (command == "quantize") return ftcore::cli::quantize_command(rest);
   if (command == "data") return ftcore::cli::data_command(rest);
-  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert", "data", "generate", "merge"});
+  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert", "data", "generate", "merge", "quantize"});
   throw boost::program_options::error("unknown command '" + command + "'" +
                                       (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ftcore/model.h"
+#include "ftcore/quantized_model.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
 
@@ -71,7 +72,9 @@ NamedTensors read_sharded(const fs::path& index_path) {
   return out;
 }
 
-NamedTensors read_weights(const fs::path& dir) {
+}  // namespace
+
+NamedTensors read_model_tensors(const fs::path& dir) {
   const fs::path single = dir / "model.safetensors", index = dir / "model.safetensors.index.json";
   NamedTensors tensors;
   if (fs::exists(single)) {
@@ -86,6 +89,8 @@ NamedTensors read_weights(const fs::path& dir) {
   }
   return tensors;
 }
+
+namespace {
 
 c10::ScalarType choose_dtype(const LoadOptions& options, const ModelConfig& config, const NamedTensors& tensors,
                              const fs::path& dir) {
@@ -109,7 +114,10 @@ c10::ScalarType choose_dtype(const LoadOptions& options, const ModelConfig& conf
 
 std::shared_ptr<Model> Model::from_pretrained(const fs::path& model_dir, const LoadOptions& options) {
   ModelConfig config = read_model_config(model_dir);
-  const NamedTensors tensors = read_weights(model_dir);
+  if (is_quantized_folder(model_dir))
+    throw ModelError(model_dir.string() + " holds a quantized model (config.json has a quantization_config); "
+                     "it loads through its quantizer plugin (load_quantized_model)");
+  const NamedTensors tensors = read_model_tensors(model_dir);
   const c10::ScalarType dtype = choose_dtype(options, config, tensors, model_dir);
   if (options.device.is_cuda()) {
     std::string why;

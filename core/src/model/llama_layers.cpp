@@ -24,6 +24,13 @@ DenseLinear::DenseLinear(const at::Tensor& weight) { weight_ = register_paramete
 
 at::Tensor DenseLinear::forward(const at::Tensor& x) { return at::linear(x, weight_, bias_); }
 
+void DenseLinear::set_dense_weight(const at::Tensor& weight) {
+  TORCH_CHECK(weight.sizes() == weight_.sizes(), "set_dense_weight: ", weight.sizes(), " into a ", weight_.sizes(),
+              " slot");
+  at::NoGradGuard no_grad;
+  weight_.copy_(weight);
+}
+
 Embedding::Embedding(int64_t vocab_size, int64_t hidden_size, const c10::TensorOptions& options) {
   weight_ = register_parameter("weight", at::empty({vocab_size, hidden_size}, options));
 }

@@ -74,6 +74,16 @@ sdk::ParamSpec train_spec() {
   return s;
 }
 
+// Calibration rows for quantizers that need activations (GPTQ): drawn
+// from the training examples' tokens, concatenated and cut into rows.
+sdk::ParamSpec calibration_spec() {
+  sdk::ParamSpec s;
+  s.add_int("samples", 128).at_least(1).with_doc("Calibration rows (GPTQ's nsamples).");
+  s.add_int("sequence_len", 512).at_least(1).with_doc("Tokens per calibration row.");
+  s.add_int("seed", 0).at_least(0).with_doc("Seed for drawing the rows from the training data.");
+  return s;
+}
+
 sdk::ParamSpec plugins_spec() {
   sdk::ParamSpec s;
   s.add_string_list("paths", {}).with_doc("Extra plugin folders, searched first (relative to the recipe).");
@@ -83,7 +93,7 @@ sdk::ParamSpec plugins_spec() {
 }  // namespace
 
 const std::vector<std::string>& core_section_names() {
-  static const std::vector<std::string> names = {"model", "data", "train", "plugins"};
+  static const std::vector<std::string> names = {"model", "data", "train", "calibration", "plugins"};
   return names;
 }
 
@@ -92,10 +102,12 @@ std::shared_ptr<const sdk::ParamSpec> core_section_spec(const std::string& secti
   static const auto data = std::make_shared<const sdk::ParamSpec>(data_spec());
   static const auto train = std::make_shared<const sdk::ParamSpec>(train_spec());
   static const auto plugins = std::make_shared<const sdk::ParamSpec>(plugins_spec());
+  static const auto calibration = std::make_shared<const sdk::ParamSpec>(calibration_spec());
   if (section == "model") return model;
   if (section == "data") return data;
   if (section == "train") return train;
   if (section == "plugins") return plugins;
+  if (section == "calibration") return calibration;
   throw std::invalid_argument("not a core recipe section: " + section);
 }
 

@@ -178,6 +178,7 @@ Recipe validate_recipe(const toml::table& root, const fs::path& path, const Plug
   recipe.model = v.core_section(root, "model");
   recipe.data = v.core_section(root, "data");
   recipe.train = v.core_section(root, "train");
+  recipe.calibration = v.core_section(root, "calibration");
   v.core_section(root, "plugins");
   v.plugin_folders(root);
 
@@ -246,9 +247,14 @@ void write_options(std::ostringstream& out, const sdk::Options& options) {
 std::string Recipe::lock_toml() const {
   std::ostringstream out;
   out << "# Every key resolved (defaults included) from " << path.string() << "\n";
-  for (const char* section : {"model", "data", "train"}) {
+  for (const auto& [section, options] : {std::pair<const char*, const sdk::Options*>{"model", &model},
+                                         {"data", &data}, {"train", &train}}) {
     out << "\n[" << section << "]\n";
-    write_options(out, section == std::string("model") ? model : section == std::string("data") ? data : train);
+    write_options(out, *options);
+  }
+  if (quantizer) {  // calibration rows matter only to a quantizer
+    out << "\n[calibration]\n";
+    write_options(out, calibration);
   }
   for (const ComponentConfig* c : components()) {
     out << "\n" << (c->section == "logger" ? "[[logger]]" : "[" + c->section + "]") << "\n";

@@ -12,6 +12,7 @@
 #include "ftcore/hash.h"
 #include "ftcore/model_config.h"
 #include "ftcore/param_groups.h"
+#include "ftcore/quantized_model.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
 #include "ftcore/trainer.h"
@@ -84,6 +85,40 @@ std::optional<fs::path> resolve_resume(const train::TrainOptions& t, const fs::p
   return dir;
 }
 
+
+// The base model: a quantized folder through its quantizer, or a dense
+// folder, quantized here when the recipe has a [quantizer] (QLoRA); the
+// quantized weights are frozen, so a [quantizer] needs an [adapter].
+void load_base_model(const Recipe& recipe, const PluginRegistry& registry, const fs::path& model_dir,
+                     const LoadOptions& load, TrainingSetup& s) {
+  if (is_quantized_folder(model_dir)) {
+    QuantizedModel q = load_quantized_model(model_dir, load, registry);
+    if (recipe.quantizer && recipe.quantizer->name() != q.quantizer_name)
+      throw config_error(recipe.path, "[quantizer] name = \"" + recipe.quantizer->name() + "\", but " +
+                                          model_dir.string() + " is already quantized with " + q.quantizer_name);
+    s.quantizer = q.quantizer;
+    s.model = q.model;
+  } else {
+    s.model = Model::from_pretrained(model_dir, load);
+    if (!recipe.quantizer) return;
+    s.quantizer = registry.create_quantizer(*recipe.quantizer->entry, recipe.quantizer->options);
+    std::vector<at::Tensor> calibration;
+    if (s.quantizer->needs_calibration()) {
+      std::vector<std::vector<int64_t>> rows;
+      for (const auto& e : s.data.train) rows.emplace_back(e.input_ids.begin(), e.input_ids.end());
+      const sdk::Options& c = recipe.calibration;
+      calibration = calibration_rows(rows, c.get_int("samples"), c.get_int("sequence_len"),
+                                     static_cast<uint64_t>(c.get_int("seed")));
+    }
+    quantize_model(*s.model, s.quantizer, calibration);
+  }
+  if (!recipe.adapter)
+    throw config_error(recipe.path, "a quantized base is frozen: training it needs an [adapter] (QLoRA)");
+  const QuantizationSummary q = summarize_quantization(*s.model);
+  spdlog::info("quantized base: {} Linear slots in {}, {:.1f} MB, {:.3f} bytes per quantized weight", q.slots,
+               q.format, static_cast<double>(q.bytes) / 1e6, q.bytes_per_parameter());
+}
+
 }  // namespace
 
 TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registry) {
@@ -97,15 +132,23 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   s.precision = train::resolve_precision(t.precision, device);
   seed_everything(t.seed);
 
-  // Model.
+  // The model folder, then the data (before the model: a calibrating
+  // quantizer draws its rows from the training examples).
   const fs::path model_dir = recipe.model.get_string("path");
   if (model_dir.extension() == ".gguf")
     throw config_error(recipe_path, "model.path = \"" + model_dir.string() +
                                  "\": training reads HF folders; convert the GGUF first with `ftcore convert`");
+  const fs::path tokenizer_dir =
+      recipe.model.has_value("tokenizer_path") ? fs::path(recipe.model.get_string("tokenizer_path")) : model_dir;
+  s.tokenizer = Tokenizer::from_folder(tokenizer_dir);
+  DataConfig data_config = DataConfig::from_options(recipe.data, recipe.model, recipe.train);
+  s.data = prepare_data(data_config, *s.tokenizer, tokenizer_dir / "tokenizer.json");
+
+  // Model.
   LoadOptions load;
   load.device = device;
   if (recipe.model.get_string("dtype") != "auto") load.dtype = parse_dtype_name(recipe.model.get_string("dtype"));
-  s.model = Model::from_pretrained(model_dir, load);
+  load_base_model(recipe, registry, model_dir, load, s);
   s.model_config_json = read_text(model_dir / "config.json");
   s.model_dir = fs::absolute(model_dir).lexically_normal().string();
   s.model->set_gradient_checkpointing(t.gradient_checkpointing);
@@ -116,7 +159,11 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   if (recipe.adapter) {
     for (const auto& p : s.model->named_parameters()) p.tensor.requires_grad_(false);
     s.adapter = registry.create_adapter(*recipe.adapter->entry, recipe.adapter->options);
-    groups = s.adapter->apply(*s.model);
+    try {
+      groups = s.adapter->apply(*s.model);
+    } catch (const std::invalid_argument& e) {  // the recipe asks for what this model cannot do
+      throw config_error(recipe_path, e.what());
+    }
     const std::string initial = s.adapter->initial_weights_dir();
     if (!initial.empty()) {
       const fs::path file = fs::path(initial) / "adapter_model.safetensors";
@@ -140,12 +187,6 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   spdlog::info("trainable parameters: {} of {} ({:.3f}%)", trainable_count, total_count,
                100.0 * static_cast<double>(trainable_count) / static_cast<double>(std::max<int64_t>(total_count, 1)));
 
-  // Data.
-  const fs::path tokenizer_dir =
-      recipe.model.has_value("tokenizer_path") ? fs::path(recipe.model.get_string("tokenizer_path")) : model_dir;
-  s.tokenizer = Tokenizer::from_folder(tokenizer_dir);
-  DataConfig data_config = DataConfig::from_options(recipe.data, recipe.model, recipe.train);
-  s.data = prepare_data(data_config, *s.tokenizer, tokenizer_dir / "tokenizer.json");
   const bool packing = recipe.data.get_bool("sample_packing");
   s.collate.sequence_len = data_config.sequence_len;
   s.collate.pad_to_sequence_len = recipe.data.get_bool("pad_to_sequence_len");

@@ -31,6 +31,7 @@ struct TrainingSetup {
   // Declared before the model so it is destroyed after it: the adapter keeps
   // its plugin library loaded, and the model holds the adapter's modules.
   std::shared_ptr<sdk::Adapter> adapter;  // null: full fine-tune
+  std::shared_ptr<sdk::Quantizer> quantizer;  // a quantized base's (QLoRA); null: dense
   std::shared_ptr<Model> model;
   std::shared_ptr<Tokenizer> tokenizer;
   PreparedData data;

@@ -198,11 +198,13 @@ std::vector<sdk::ParamGroupSpec> ReloraAdapter::apply(sdk::ModelView& model) {
       auto module = std::dynamic_pointer_cast<LoraLinear>(model.linear(path));
       if (!module) throw std::logic_error("adapter/relora: " + path + " holds no LoRA layer after apply()");
       at::Tensor weight = own_dense_weight(*module->base());
-      if (!weight.defined())
+      // A quantized base has no dense weight: each restart dequantizes,
+      // merges and re-quantizes it (what Axolotl's ReLoRA does for 4-bit).
+      if (!weight.defined() && !module->base()->can_set_dense_weight())
         throw std::invalid_argument("adapter/relora: " + path +
-                                    " has a quantized base; ReLoRA merges into dense bases only for now "
-                                    "(dequantize, merge, re-quantize comes with the quantizers, issue 6)");
-      const auto it = owner.find(weight.unsafeGetTensorImpl());
+                                    " has a quantized base that cannot be re-quantized without calibration "
+                                    "activations (GPTQ); ReLoRA needs a dense, nf4 or fp4 base");
+      const auto it = weight.defined() ? owner.find(weight.unsafeGetTensorImpl()) : owner.end();
       if (it != owner.end() && it->second != path + ".base_layer.weight")
         throw std::invalid_argument("adapter/relora: " + path + " shares its weight with " + it->second +
                                     " (tied embeddings); a restart's merge would change both. Leave it out of "
@@ -222,10 +224,15 @@ void ReloraAdapter::merge(sdk::ModelView& model) {
 void ReloraAdapter::merge_cycle(Slot& slot, const at::Tensor& a, const at::Tensor& b) {
   at::NoGradGuard no_grad;
   const double scaling = slot.module->scaling();
+  const auto& base = slot.module->base();
+  const at::Tensor weight = slot.weight.defined() ? slot.weight : base->dense_weight();  // dequantized
   at::Tensor merged = relora_.cpu_offload
-                          ? merged_weight(slot.weight.to(at::kCPU), a.to(at::kCPU), b.to(at::kCPU), scaling)
-                          : merged_weight(slot.weight, a.to(slot.weight.device()), b.to(slot.weight.device()), scaling);
-  slot.weight.copy_(merged);
+                          ? merged_weight(weight.to(at::kCPU), a.to(at::kCPU), b.to(at::kCPU), scaling)
+                          : merged_weight(weight, a.to(weight.device()), b.to(weight.device()), scaling);
+  if (slot.weight.defined())
+    slot.weight.copy_(merged);
+  else
+    base->set_dense_weight(merged.to(weight.device(), weight.scalar_type()));
   slot.past_a.push_back(a.detach().to(at::kCPU, at::kFloat).clone());
   slot.past_b.push_back(b.detach().to(at::kCPU, at::kFloat).clone());
 }

@@ -109,7 +109,7 @@ class ReloraAdapter : public LoraAdapter {
   struct Slot {
     std::string path;
     std::shared_ptr<LoraLinear> module;
-    at::Tensor weight;                            // the base's own dense weight, merged into in place
+    at::Tensor weight;                            // the base's own dense weight, merged into in place; undefined for a quantized base (re-quantized instead)
     std::vector<at::Tensor> past_a, past_b;       // merged cycles, CPU fp32
   };
   void restart(int64_t step, sdk::Optimizer* optimizer);

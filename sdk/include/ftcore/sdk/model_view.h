@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,13 @@ class LinearModule : public torch::nn::Module {
   // W [out, in] in full precision (dequantized when the slot is quantized).
   virtual at::Tensor dense_weight() const = 0;
   virtual at::Tensor bias() const { return {}; }
+  // Replaces W [out, in] (ReLoRA's merge): dense slots copy it in, quantized
+  // ones re-quantize it. Default: a slot that cannot take a new weight.
+  virtual bool can_set_dense_weight() const { return false; }
+  virtual void set_dense_weight(const at::Tensor& weight) {
+    (void)weight;
+    throw std::logic_error("this Linear slot cannot take a new weight");
+  }
 };
 
 class ModelView {
