@@ -1,4 +1,4 @@
-// `ftcore merge --model DIR --adapter DIR --out DIR [--dtype bf16|fp16|fp32]
+// `ftcore merge --model DIR --adapter DIR --out DIR [--dtype bf16|fp16|fp32] [--requantize]
 //  [--max-shard-size SIZE] [--overwrite]`: folds a PEFT adapter into its base
 // model (PEFT's merge_and_unload) and writes a complete HF folder that
 // transformers' from_pretrained loads:
@@ -16,6 +16,14 @@
 // As a check it runs a few fixed sentences through the model before and
 // after the merge and reports the largest |logit difference|. The folder is
 // written as OUT.tmp and renamed into place: OUT is complete or absent.
+//
+// A quantized base (config.json's quantization_config: bitsandbytes 4-bit
+// or GPTQ) loads through its quantizer plugin; the merge dequantizes every
+// slot (adapted ones get W + scaling * B A), so the output is dense, and
+// `--requantize` quantizes it again with the base's quantizer (nf4/fp4; GPTQ
+// needs calibration: `ftcore quantize` the merged folder). Either way the
+// command reports what that cost against the unmerged quantized model: the
+// max |logit difference| and the mean per-token KL on the sample inputs.
 #include <cctype>
 #include <cmath>
 #include <cstdio>
