@@ -7,7 +7,9 @@ come from the disk), overlapped with the update by the store's I/O thread; the r
 non-paged optimizer is the cost of keeping 3/4 of the state out of memory.
 
 Prints a table (ms per step, ratio to the non-paged optimizer, pages in/out per step, the
-accounted and mincore-measured resident high-water marks) and one JSON line per run.
+accounted and mincore-measured resident high-water marks, and the disk's own time to write and
+read the state once with dd O_DIRECT in the same folder: the floor of a step that pages all of it)
+and one JSON line per run.
 
 usage: paged_optimizer.py [--build build] [--steps 5] [--run-folder DIR]
   (DIR: where the state files go; default a temporary folder under the build folder, on its disk)
@@ -49,6 +51,22 @@ def run(driver, optimizer, opts, steps, run_folder):
     return out
 
 
+def disk_floor_ms(folder, nbytes):
+    """The disk's own time to write and read back `nbytes` (dd, O_DIRECT, 16 MiB blocks) in `folder`:
+    what a step that moves the whole state out and in once cannot beat."""
+    path = os.path.join(folder, "disk_floor.bin")
+    count = max(1, nbytes // PAGE_BYTES)
+    total = 0.0
+    try:
+        for args in ([f"if=/dev/zero", f"of={path}", "oflag=direct"], [f"if={path}", "of=/dev/null", "iflag=direct"]):
+            r = subprocess.run(["dd", *args, "bs=16M", f"count={count}"], capture_output=True, text=True, check=True)
+            total += float(r.stderr.strip().splitlines()[-1].split(" s,")[0].split(",")[-1])
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+    return total * 1000.0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
@@ -64,6 +82,7 @@ def main():
         runs = [(base, {}, "-"), (paged, {"max_resident_bytes": 0, "page_bytes": PAGE_BYTES}, "unbounded"),
                 (paged, {"max_resident_bytes": budget, "page_bytes": PAGE_BYTES}, f"{budget >> 20} MiB (25%)")]
         baseline = None
+        floor = disk_floor_ms(folder, state_bytes(paged))
         for optimizer, opts, label in runs:
             r = run(driver, optimizer, opts, args.steps, folder)
             if r["numel"] != NUMEL:
@@ -71,18 +90,21 @@ def main():
             baseline = baseline or r["ms_per_step"]
             r["budget"] = label
             r["ratio"] = r["ms_per_step"] / baseline
+            r["disk_floor_ms"] = floor if opts.get("max_resident_bytes") else None
             rows.append(r)
             print(json.dumps({k: v for k, v in r.items() if k != "command"}), flush=True)
     print(f"\n134.5M fp32 parameters, {os.environ.get('FTCORE_NUM_THREADS', '2')} threads, "
           f"{args.steps} timed steps after 2 warm-up, page_bytes {PAGE_BYTES >> 20} MiB, state files in {folder}")
     print(f"{'optimizer':18s} {'budget':16s} {'ms/step':>9s} {'x base':>7s} {'pages in/step':>13s} "
-          f"{'high water (acct / mincore)':>28s}")
+          f"{'high water (acct / mincore)':>28s} {'disk write+read of the state, ms':>33s}")
     for r in rows:
         s = r["stats"]
         per_step = f"{s['pages_in'] / r['steps_total']:.0f}" if s and s["pages_in"] else "-"
         hw = (f"{s['resident_high_water'] >> 20} / {s['measured_high_water'] >> 20} MiB"
               if s and s["pages_in"] else "-")
-        print(f"{r['optimizer']:18s} {r['budget']:16s} {r['ms_per_step']:9.1f} {r['ratio']:7.2f} {per_step:>13s} {hw:>28s}")
+        floor = f"{r['disk_floor_ms']:.0f}" if r["disk_floor_ms"] else "-"
+        print(f"{r['optimizer']:18s} {r['budget']:16s} {r['ms_per_step']:9.1f} {r['ratio']:7.2f} {per_step:>13s} "
+              f"{hw:>28s} {floor:>33s}")
     if not args.run_folder:
         os.rmdir(folder)  # the optimizers removed their state files
 
