@@ -14,8 +14,8 @@ Checks, with why each tolerance:
   tolerance and reason of adamw_reference.py: ATen's scalar tail rounds its
   lerp differently from its vectorized FMA).
 - vs our optimizer/adamw, same inputs and ISA variant: bit-identical (the same
-  kernel runs; paging only changes where the state lives). Also unbounded, and
-  with prefetch_pages = 0.
+  kernel runs; paging only changes where the state lives). Also unbounded,
+  with prefetch_pages = 0, and on bf16 parameters (10 steps).
 - the budget: the store's accounted resident high-water mark and the one
   mincore() measures on the mapping (FTCORE_PAGED_STATS=1) are <= max_resident_bytes;
   and on a 4M-parameter run the Rss of the state file's mapping, sampled from
@@ -167,6 +167,23 @@ def check_32bit(binary, tmp, failures):
             if differ:
                 failures.append(f"{config['name']} {label}: not bit-identical to optimizer/adamw: {differ[:5]}")
         check_resume(binary, tmp, inputs, config, paged, failures)
+
+
+def check_bf16(binary, tmp, failures):
+    """bf16 parameters and gradients (fp32 state): bit-identical to optimizer/adamw, paged."""
+    tensors = {k: v.to(torch.bfloat16) for k, v in make_inputs(seed=2500, steps=10).items()}
+    inputs = os.path.join(tmp, "in_bf16.safetensors")
+    save_file(tensors, inputs, metadata={"groups": json.dumps([{"name": "all", "params": ALL}])})
+    out = os.path.join(tmp, "out.safetensors")
+    paged = {"max_resident_bytes": state_bytes(False) // 4, "page_bytes": PAGE_BYTES}
+    ours, _ = run(binary, "paged_adamw_32bit", inputs, out, paged, ["--steps", "10"])
+    adamw, _ = run(binary, "adamw", inputs, out, {}, ["--steps", "10"])
+    differ = same(ours, adamw, SHAPES)
+    if differ:
+        failures.append(f"bf16: not bit-identical to optimizer/adamw: {differ[:5]}")
+    if not any(not torch.equal(ours[f"param.{n}"], tensors[f"param.{n}"]) for n in SHAPES):
+        failures.append("bf16: the parameters did not move")
+    print(f"bf16 parameters, 10 steps: bit-identical to adamw: {not differ}")
 
 
 def check_resume(binary, tmp, inputs, config, paged, failures):
@@ -358,6 +375,7 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         check_32bit(binary, tmp, failures)
+        check_bf16(binary, tmp, failures)
         check_8bit(binary, tmp, failures)
         check_rss(binary, tmp, failures)
         check_bad_options(binary, tmp, failures)
