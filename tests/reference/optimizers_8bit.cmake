@@ -26,3 +26,10 @@ if(FTCORE_BUILD_BENCHMARKS)
   add_dependencies(optimizer_step_driver ftcore_optimizer_adamw ftcore_optimizer_adamw_8bit ftcore_optimizer_lion
     ftcore_optimizer_lion_8bit ftcore_optimizer_adafactor)
 endif()
+# The families through `ftcore run` (tiny model, full fine-tune): 8-bit/paged/adafactor losses within stated
+# bands of adamw's/lion's, paged_adamw_32bit = adamw exactly; adamw -> adamw_8bit -> adamw resume without a
+# spike; lion -> adamw_8bit refused with "convert" (exit 1), trained with "reset".
+add_test(NAME optimizer_family
+  COMMAND "${FTCORE_PYTHON}" "${CMAKE_SOURCE_DIR}/tests/integration/optimizer_family_test.py" $<TARGET_FILE:ftcore>)
+set_tests_properties(optimizer_family PROPERTIES TIMEOUT 1200 SKIP_RETURN_CODE 77
+  ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE;HF_HUB_OFFLINE=1")
