@@ -90,12 +90,20 @@ void quantize_nested(const at::Tensor& absmax, at::Tensor& codes, at::Tensor& ne
 // The state's weight as uint8 bytes (quant_storage reinterpreted), contiguous.
 at::Tensor packed_bytes(const sdk::QuantizedWeight& weight);
 const Bnb4bitState& state_of(const sdk::QuantizedWeight& weight);
-// Elements [begin, end) of the flattened weight, in `dtype`, into out (contiguous, end - begin elements).
-void dequantize_range(const at::Tensor& packed, const at::Tensor& absmax_f32, const Bnb4bitState& state,
-                      int64_t begin, int64_t end, at::Tensor out);
+// What a dequantization reads, prepared once per call: the packed bytes and
+// the block scales as the kernels take them (CPU: the state's own tensors,
+// nested codes decoded per block in the kernel; CUDA: absmax expanded to fp32).
+struct DequantSource {
+  const Bnb4bitState* state = nullptr;
+  at::Tensor packed;  // uint8 [(n + 1) / 2]
+  at::Tensor absmax;  // fp32 [blocks], or uint8 codes when nested on the CPU
+  at::Tensor nested_absmax, nested_code;
+};
+DequantSource dequant_source(const at::Tensor& packed, const Bnb4bitState& state);
+// Elements [begin, end) of the flattened weight, in out's dtype, into out (contiguous, end - begin elements).
+void dequantize_range(const DequantSource& src, int64_t begin, int64_t end, at::Tensor out);
 // Columns [c0, c0 + width) of every row of the 2-D weight into out [rows, width].
-void dequantize_columns(const at::Tensor& packed, const at::Tensor& absmax_f32, const Bnb4bitState& state,
-                        int64_t c0, int64_t width, at::Tensor out);
+void dequantize_columns(const DequantSource& src, int64_t c0, int64_t width, at::Tensor out);
 at::Tensor dequantize_all(const at::Tensor& packed, const Bnb4bitState& state, at::ScalarType dtype);
 
 }  // namespace ftcore::plugins::bnb4bit

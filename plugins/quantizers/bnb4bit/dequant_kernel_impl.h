@@ -2,12 +2,24 @@
 // defines FTCORE_DEQUANT_KERNELS and FTCORE_DEQUANT_ISA and includes this
 // file, with -mavx2 / -mavx512bw set on that file only.
 //
-// Per block, the 16 outputs code[k] * absmax are computed in fp32 and
-// rounded to the output type; elements are lookups in that table: AVX-512
-// permutes 32 (16-bit) or 16 (fp32) lanes per instruction, AVX2 uses byte
-// shuffles and 8-lane permutes, the generic loop indexes the table.
-// A vector of 32 elements starting at a multiple of 32 never straddles a
-// block (block sizes are multiples of 32).
+// Per block: its absmax (decoded from the nested codes when double-quantized,
+// walking the nested blocks with counters, no divisions), then the 16 outputs
+// code[k] * absmax in fp32, rounded to the output type, held in registers.
+// Elements are lookups in that table:
+//   AVX-512: 16 packed bytes are widened to 16 dwords d and turned into 32
+//     word indices in element order, (d >> 4) | (d & 15) << 16; one vpermw
+//     looks up 32 bf16/fp16 outputs (two vpermps for fp32).
+//   AVX2: pshufb over the table's low and high bytes, or two vpermps + blend.
+//   generic: indexing.
+// bf16 rounding is done on the bits (nearest even, NaN -> 0x7FC0, as
+// c10::BFloat16; AVX-512 BF16's vcvtneps2bf16 flushes denormals, which
+// bitsandbytes does not). fp16 uses c10::Half's rule (F16C where the file
+// has it). A vector of 32 elements starting at a multiple of 32 never
+// straddles a block (block sizes are multiples of 32).
+//
+// `stream` (outputs far larger than the caches): the vector stores are
+// non-temporal when the destination of the first vector is 64-byte aligned,
+// which saves the read-for-ownership of every output line.
 #include <cstring>
 
 #if defined(__AVX2__) || defined(__AVX512F__)
@@ -27,131 +39,273 @@ inline uint16_t bits_of(float v, OutType t) {
   return c10::Half(v).x;
 }
 
-// The 16 outputs of one block, as fp32 and as 16-bit patterns.
-struct BlockTable {
-  alignas(64) float f32[16];
-  alignas(64) uint16_t u16[32];  // 16 used; 32 so one 512-bit load fills a permute table
+// The absmax of consecutive blocks, starting at `block`.
+class BlockScales {
+ public:
+  BlockScales(const DequantArgs& a, int64_t block) : a_(a), block_(block) {
+    if (!a.absmax) {
+      nested_ = block / a.nested_blocksize;
+      rem_ = block % a.nested_blocksize;
+    }
+  }
+  float next() {
+    if (a_.absmax) return a_.absmax[block_++];
+    // Two fp32 roundings (no FMA: -ffp-contract=off), as bitsandbytes.
+    const float scaled = a_.nested_code[a_.absmax_codes[block_++]] * a_.nested_absmax[nested_];
+    if (++rem_ == a_.nested_blocksize) {
+      rem_ = 0;
+      ++nested_;
+    }
+    return scaled + a_.offset;
+  }
+
+ private:
+  const DequantArgs& a_;
+  int64_t block_;
+  int64_t nested_ = 0, rem_ = 0;
 };
 
-inline void make_table(const DequantArgs& a, int64_t block, BlockTable& t) {
-  const float s = a.absmax[block];
-  for (int k = 0; k < 16; ++k) {
-    t.f32[k] = a.code[k] * s;
-    if (a.out_type != OutType::F32) t.u16[k] = bits_of(t.f32[k], a.out_type);
-  }
-  for (int k = 16; k < 32; ++k) t.u16[k] = 0;
-}
+// One block's 16 outputs in memory, for the scalar head and tail of a range.
+struct TableArrays {
+  alignas(64) float f32[16];
+  alignas(64) uint16_t u16[16];
+};
 
 inline uint8_t nibble(const uint8_t* packed, int64_t e) {
   const uint8_t b = packed[e >> 1];
   return (e & 1) ? (b & 0x0F) : (b >> 4);
 }
 
-// Elements [begin, end) of one block, scalar.
-inline void scalar_span(const DequantArgs& a, const BlockTable& t, int64_t begin, int64_t end, void* out,
-                        int64_t out_offset) {
+// Elements [begin, end) of one block, scalar, to o (the element `begin`).
+inline void scalar_span(const DequantArgs& a, const TableArrays& t, int64_t begin, int64_t end, char* o) {
   if (a.out_type == OutType::F32) {
-    float* o = static_cast<float*>(out) + out_offset;
-    for (int64_t e = begin; e < end; ++e) *o++ = t.f32[nibble(a.packed, e)];
+    float* f = reinterpret_cast<float*>(o);
+    for (int64_t e = begin; e < end; ++e) *f++ = t.f32[nibble(a.packed, e)];
   } else {
-    uint16_t* o = static_cast<uint16_t*>(out) + out_offset;
-    for (int64_t e = begin; e < end; ++e) *o++ = t.u16[nibble(a.packed, e)];
+    uint16_t* u = reinterpret_cast<uint16_t*>(o);
+    for (int64_t e = begin; e < end; ++e) *u++ = t.u16[nibble(a.packed, e)];
   }
 }
 
-#if defined(__AVX2__) || defined(__AVX512F__)
-// 16 packed bytes -> 32 nibbles in element order, as two 16-byte vectors.
-inline void unpack_nibbles(const uint8_t* p, __m128i& first, __m128i& second) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
-  const __m128i lo = _mm_and_si128(b, mask);
-  first = _mm_unpacklo_epi8(hi, lo);
-  second = _mm_unpackhi_epi8(hi, lo);
-}
-#endif
-
-// 32 elements starting at element e (e % 32 == 0), all in one block.
-inline void vector32(const DequantArgs& a, const BlockTable& t, int64_t e, void* out, int64_t out_offset) {
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  __m128i n0, n1;
-  unpack_nibbles(a.packed + (e >> 1), n0, n1);
-  if (a.out_type == OutType::F32) {
-    const __m512 tbl = _mm512_load_ps(t.f32);
-    float* o = static_cast<float*>(out) + out_offset;
-    _mm512_storeu_ps(o, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(n0), tbl));
-    _mm512_storeu_ps(o + 16, _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(n1), tbl));
+
+// fp32 -> bf16 bits, nearest even, NaN -> 0x7FC0 (c10::BFloat16's rule), 16 lanes.
+inline __m256i bf16_bits(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC0));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+struct Table {
+  __m512 f32;   // 16 fp32 outputs
+  __m512i u16;  // 16 16-bit outputs in the low 256 bits
+};
+
+inline Table make_table(const DequantArgs& a, const __m512 code, float s) {
+  Table t;
+  t.f32 = _mm512_mul_ps(code, _mm512_set1_ps(s));
+  if (a.out_type == OutType::BF16) {
+    t.u16 = _mm512_zextsi256_si512(bf16_bits(t.f32));
+  } else if (a.out_type == OutType::F16) {
+    t.u16 = _mm512_zextsi256_si512(_mm512_cvtps_ph(t.f32, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   } else {
-    const __m512i tbl = _mm512_load_si512(t.u16);
-    const __m512i idx = _mm512_cvtepu8_epi16(_mm256_set_m128i(n1, n0));
-    _mm512_storeu_si512(static_cast<uint16_t*>(out) + out_offset, _mm512_permutexvar_epi16(idx, tbl));
+    t.u16 = _mm512_setzero_si512();
   }
+  return t;
+}
+
+inline void to_arrays(const Table& t, TableArrays& m) {
+  _mm512_store_ps(m.f32, t.f32);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(m.u16), _mm512_castsi512_si256(t.u16));
+}
+
+// 16 packed bytes -> 32 word indices in element order (high nibble first).
+inline __m512i nibble_words(const uint8_t* p) {
+  const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  // (A & C) | B with A = d << 16, B = d >> 4, C = 0x000F0000: imm 0xF0 & 0xAA | 0xCC.
+  return _mm512_ternarylogic_epi32(_mm512_slli_epi32(d, 16), _mm512_srli_epi32(d, 4), _mm512_set1_epi32(0x000F0000),
+                                   0xEC);
+}
+
+template <bool Stream>
+inline void store512(void* o, __m512i v) {
+  if constexpr (Stream) _mm512_stream_si512(static_cast<__m512i*>(o), v);
+  else _mm512_storeu_si512(o, v);
+}
+
+// Elements [v, v_end) (multiples of 32, one block) to o.
+template <bool Stream>
+inline void vector_span(const DequantArgs& a, const Table& t, int64_t v, int64_t v_end, char* o) {
+  const uint8_t* p = a.packed + (v >> 1);
+  if (a.out_type == OutType::F32) {
+    for (; v < v_end; v += 32, p += 16, o += 128) {
+      const __m512i w = nibble_words(p);
+      const __m512i i0 = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(w));
+      const __m512i i1 = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1));
+      store512<Stream>(o, _mm512_castps_si512(_mm512_permutexvar_ps(i0, t.f32)));
+      store512<Stream>(o + 64, _mm512_castps_si512(_mm512_permutexvar_ps(i1, t.f32)));
+    }
+  } else {
+    for (; v < v_end; v += 32, p += 16, o += 64) store512<Stream>(o, _mm512_permutexvar_epi16(nibble_words(p), t.u16));
+  }
+}
+
+inline __m512 load_code(const DequantArgs& a) { return _mm512_loadu_ps(a.code); }
+
 #elif defined(__AVX2__)
-  __m128i n0, n1;
-  unpack_nibbles(a.packed + (e >> 1), n0, n1);
-  if (a.out_type == OutType::F32) {
-    const __m256 lo = _mm256_load_ps(t.f32), hi = _mm256_load_ps(t.f32 + 8);
-    float* o = static_cast<float*>(out) + out_offset;
-    const __m128i parts[4] = {n0, _mm_srli_si128(n0, 8), n1, _mm_srli_si128(n1, 8)};
-    for (int q = 0; q < 4; ++q) {
-      const __m256i idx = _mm256_cvtepu8_epi32(parts[q]);
-      const __m256 from_lo = _mm256_permutevar8x32_ps(lo, idx);
-      const __m256 from_hi = _mm256_permutevar8x32_ps(hi, idx);
-      // Bit 3 of the code picks the upper half of the table.
-      const __m256 pick_hi = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
-      _mm256_storeu_ps(o + 8 * q, _mm256_blendv_ps(from_lo, from_hi, pick_hi));
-    }
+
+// fp32 -> bf16 bits, nearest even, NaN -> 0x7FC0, 8 lanes as dwords.
+inline __m256i bf16_bits32(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC0), nan);
+}
+
+struct CodeRegs {
+  __m256 lo, hi;
+};
+
+struct Table {
+  __m256 lo, hi;      // fp32 outputs 0..7, 8..15
+  __m256i lob, hib;   // low / high bytes of the 16-bit outputs, in both 128-bit lanes
+};
+
+inline Table make_table(const DequantArgs& a, const CodeRegs& code, float s) {
+  Table t;
+  const __m256 sv = _mm256_set1_ps(s);
+  t.lo = _mm256_mul_ps(code.lo, sv);
+  t.hi = _mm256_mul_ps(code.hi, sv);
+  if (a.out_type == OutType::F32) return t;
+  __m256i words;  // the 16 outputs as words, in order
+  if (a.out_type == OutType::BF16) {
+    // packus interleaves 128-bit lanes; the permute restores the order.
+    words = _mm256_permute4x64_epi64(_mm256_packus_epi32(bf16_bits32(t.lo), bf16_bits32(t.hi)), 0xD8);
   } else {
-    // Low and high bytes of the 16 table entries, looked up with byte shuffles.
-    alignas(16) uint8_t lob[16], hib[16];
-    for (int k = 0; k < 16; ++k) {
-      lob[k] = static_cast<uint8_t>(t.u16[k] & 0xFF);
-      hib[k] = static_cast<uint8_t>(t.u16[k] >> 8);
-    }
-    const __m128i tl = _mm_load_si128(reinterpret_cast<const __m128i*>(lob));
-    const __m128i th = _mm_load_si128(reinterpret_cast<const __m128i*>(hib));
-    __m128i* o = reinterpret_cast<__m128i*>(static_cast<uint16_t*>(out) + out_offset);
-    const __m128i ns[2] = {n0, n1};
-    for (int q = 0; q < 2; ++q) {
-      const __m128i l = _mm_shuffle_epi8(tl, ns[q]);
-      const __m128i h = _mm_shuffle_epi8(th, ns[q]);
-      _mm_storeu_si128(o + 2 * q, _mm_unpacklo_epi8(l, h));
-      _mm_storeu_si128(o + 2 * q + 1, _mm_unpackhi_epi8(l, h));
+    const int r = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    words = _mm256_set_m128i(_mm256_cvtps_ph(t.hi, r), _mm256_cvtps_ph(t.lo, r));
+  }
+  // Per lane: low bytes of its 8 words, then their high bytes.
+  const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14,
+                                         1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i s2 = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(words, split), 0xD8);  // [lo bytes 16 | hi bytes 16]
+  t.lob = _mm256_permute2x128_si256(s2, s2, 0x00);
+  t.hib = _mm256_permute2x128_si256(s2, s2, 0x11);
+  return t;
+}
+
+inline void to_arrays(const Table& t, TableArrays& m) {
+  _mm256_store_ps(m.f32, t.lo);
+  _mm256_store_ps(m.f32 + 8, t.hi);
+  alignas(32) uint8_t lo[32], hi[32];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lo), t.lob);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(hi), t.hib);
+  for (int k = 0; k < 16; ++k) m.u16[k] = static_cast<uint16_t>(lo[k] | (hi[k] << 8));
+}
+
+template <bool Stream>
+inline void store256(void* o, __m256i v) {
+  if constexpr (Stream) _mm256_stream_si256(static_cast<__m256i*>(o), v);
+  else _mm256_storeu_si256(static_cast<__m256i*>(o), v);
+}
+
+// Elements [v, v_end) (multiples of 32, one block) to o.
+template <bool Stream>
+inline void vector_span(const DequantArgs& a, const Table& t, int64_t v, int64_t v_end, char* o) {
+  const uint8_t* p = a.packed + (v >> 1);
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  for (; v < v_end; v += 32, p += 16) {
+    // 16 bytes -> 32 nibbles in element order: n0 = elements 0..15, n1 = 16..31.
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i hi4 = _mm_and_si128(_mm_srli_epi16(b, 4), mask), lo4 = _mm_and_si128(b, mask);
+    const __m128i n0 = _mm_unpacklo_epi8(hi4, lo4), n1 = _mm_unpackhi_epi8(hi4, lo4);
+    if (a.out_type == OutType::F32) {
+      const __m128i parts[4] = {n0, _mm_srli_si128(n0, 8), n1, _mm_srli_si128(n1, 8)};
+      for (int q = 0; q < 4; ++q, o += 32) {
+        const __m256i idx = _mm256_cvtepu8_epi32(parts[q]);
+        const __m256 from_lo = _mm256_permutevar8x32_ps(t.lo, idx);
+        const __m256 from_hi = _mm256_permutevar8x32_ps(t.hi, idx);
+        // Bit 3 of the code picks the upper half of the table.
+        const __m256 pick_hi = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
+        store256<Stream>(o, _mm256_castps_si256(_mm256_blendv_ps(from_lo, from_hi, pick_hi)));
+      }
+    } else {
+      const __m256i n = _mm256_set_m128i(n1, n0);
+      const __m256i l = _mm256_shuffle_epi8(t.lob, n), h = _mm256_shuffle_epi8(t.hib, n);
+      const __m256i w0 = _mm256_unpacklo_epi8(l, h);  // elements 0..7 | 16..23
+      const __m256i w1 = _mm256_unpackhi_epi8(l, h);  // elements 8..15 | 24..31
+      store256<Stream>(o, _mm256_permute2x128_si256(w0, w1, 0x20));
+      store256<Stream>(o + 32, _mm256_permute2x128_si256(w0, w1, 0x31));
+      o += 64;
     }
   }
+}
+
+inline CodeRegs load_code(const DequantArgs& a) { return {_mm256_loadu_ps(a.code), _mm256_loadu_ps(a.code + 8)}; }
+
 #else
-  if (a.out_type == OutType::F32) {
-    float* o = static_cast<float*>(out) + out_offset;
-    const uint8_t* p = a.packed + (e >> 1);
-    for (int j = 0; j < 16; ++j) {
-      o[2 * j] = t.f32[p[j] >> 4];
-      o[2 * j + 1] = t.f32[p[j] & 0x0F];
-    }
-  } else {
-    uint16_t* o = static_cast<uint16_t*>(out) + out_offset;
-    const uint8_t* p = a.packed + (e >> 1);
-    for (int j = 0; j < 16; ++j) {
-      o[2 * j] = t.u16[p[j] >> 4];
-      o[2 * j + 1] = t.u16[p[j] & 0x0F];
-    }
+
+using Table = TableArrays;
+
+struct CodeRegs {};
+
+inline Table make_table(const DequantArgs& a, CodeRegs, float s) {
+  Table t;
+  for (int k = 0; k < 16; ++k) {
+    t.f32[k] = a.code[k] * s;
+    t.u16[k] = a.out_type == OutType::F32 ? 0 : bits_of(t.f32[k], a.out_type);
   }
+  return t;
+}
+
+inline void to_arrays(const Table& t, TableArrays& m) { m = t; }
+
+template <bool Stream>
+inline void vector_span(const DequantArgs& a, const Table& t, int64_t v, int64_t v_end, char* o) {
+  scalar_span(a, t, v, v_end, o);
+}
+
+inline CodeRegs load_code(const DequantArgs&) { return {}; }
+
 #endif
+
+template <bool Stream>
+void dequant_blocks(const DequantArgs& a, int64_t begin, int64_t end, char* out) {
+  const int64_t elem = a.out_type == OutType::F32 ? 4 : 2;
+  const auto code = load_code(a);
+  int64_t block = begin / a.blocksize;
+  BlockScales scales(a, block);
+  TableArrays arrays;
+  for (int64_t e = begin; e < end; ++block) {
+    const int64_t block_end = std::min(end, (block + 1) * a.blocksize);
+    const auto t = make_table(a, code, scales.next());
+    // Scalar head up to a multiple of 32, vectors, scalar tail.
+    const int64_t v0 = std::min(block_end, (e + 31) / 32 * 32);
+    const int64_t v1 = std::max(v0, block_end / 32 * 32);
+    if (e < v0 || v1 < block_end) to_arrays(t, arrays);
+    scalar_span(a, arrays, e, v0, out + (e - begin) * elem);
+    vector_span<Stream>(a, t, v0, v1, out + (v0 - begin) * elem);
+    scalar_span(a, arrays, v1, block_end, out + (v1 - begin) * elem);
+    e = block_end;
+  }
 }
 
 void dequant_range(const DequantArgs& a, int64_t begin, int64_t end, void* out) {
-  BlockTable t;
-  int64_t e = begin;
-  while (e < end) {
-    const int64_t block = e / a.blocksize;
-    const int64_t block_end = std::min(end, (block + 1) * a.blocksize);
-    make_table(a, block, t);
-    // Scalar head up to a multiple of 32, vectors, scalar tail.
-    int64_t v = std::min(block_end, (e + 31) / 32 * 32);
-    scalar_span(a, t, e, v, out, e - begin);
-    for (; v + 32 <= block_end; v += 32) vector32(a, t, v, out, v - begin);
-    scalar_span(a, t, v, block_end, out, v - begin);
-    e = block_end;
+  if (end <= begin) return;
+  char* o = static_cast<char*>(out);
+#if defined(__AVX2__) || defined(__AVX512F__)
+  const int64_t elem = a.out_type == OutType::F32 ? 4 : 2;
+  const int64_t v0 = (begin + 31) / 32 * 32;
+  if (a.stream && (reinterpret_cast<uintptr_t>(o + (v0 - begin) * elem) & 63) == 0) {
+    dequant_blocks<true>(a, begin, end, o);
+    _mm_sfence();  // order the non-temporal stores before the caller's join
+    return;
   }
+#endif
+  dequant_blocks<false>(a, begin, end, o);
 }
 
 }  // namespace

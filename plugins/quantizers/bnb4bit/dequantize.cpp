@@ -103,54 +103,94 @@ at::Tensor Bnb4bitState::absmax_f32() const {
   return out;
 }
 
-void dequantize_range(const at::Tensor& packed, const at::Tensor& absmax_f32, const Bnb4bitState& state,
-                      int64_t begin, int64_t end, at::Tensor out) {
-  const auto& code = code_values(state.type);
-  if (packed.is_cuda()) {
+DequantSource dequant_source(const at::Tensor& packed, const Bnb4bitState& state) {
+  DequantSource src;
+  src.state = &state;
+  src.packed = packed;
+  if (packed.is_cuda() || !state.nested) {
+    src.absmax = state.absmax_f32();
+  } else {
+    src.absmax = state.absmax.contiguous();
+    src.nested_absmax = state.nested_absmax.contiguous();
+    src.nested_code = state.nested_code.contiguous();
+  }
+  return src;
+}
+
+namespace {
+
+// Outputs at least this large are written with non-temporal stores: they do
+// not fit in the last-level cache next to their input, so caching the lines
+// would only cost the read-for-ownership of each (measured on 32 MiB outputs
+// in benchmarks/dequant_bandwidth.py). The matmul tiles stay below it.
+constexpr int64_t kStreamBytes = int64_t{8} << 20;
+
+// Elements per unit of parallel work: a multiple of every block size's vector
+// step (32), so each thread's stores start on the same 64-byte alignment.
+constexpr int64_t kUnit = 4096;
+
+DequantArgs cpu_args(const DequantSource& src, at::ScalarType out_dtype) {
+  const Bnb4bitState& s = *src.state;
+  DequantArgs a;
+  a.packed = src.packed.data_ptr<uint8_t>();
+  a.code = code_values(s.type).data();
+  a.blocksize = s.blocksize;
+  if (s.nested) {
+    a.absmax_codes = src.absmax.data_ptr<uint8_t>();
+    a.nested_absmax = src.nested_absmax.data_ptr<float>();
+    a.nested_code = src.nested_code.data_ptr<float>();
+    a.nested_blocksize = s.nested_blocksize;
+    a.offset = s.offset;
+  } else {
+    a.absmax = src.absmax.data_ptr<float>();
+  }
+  a.out_type = out_type_of(out_dtype);
+  return a;
+}
+
+}  // namespace
+
+void dequantize_range(const DequantSource& src, int64_t begin, int64_t end, at::Tensor out) {
+  const Bnb4bitState& state = *src.state;
+  if (src.packed.is_cuda()) {
 #if FTCORE_CUDA_KERNELS
     // The launcher starts at a block boundary: offset the pointers when the
     // range starts on one, else dequantize from the enclosing block's start.
+    const auto& code = code_values(state.type);
     const int64_t first = begin / state.blocksize * state.blocksize;
-    at::Tensor code16 = device_floats(code.data(), 16, packed);
+    at::Tensor code16 = device_floats(code.data(), 16, src.packed);
     at::Tensor dst = first == begin ? out : at::empty({end - first}, out.options());
-    cuda::dequantize_4bit(packed.data_ptr<uint8_t>() + first / 2, absmax_f32.data_ptr<float>() + first / state.blocksize,
-                          code16.data_ptr<float>(), end - first, state.blocksize, dst.data_ptr(),
-                          cuda_dtype_of(out.scalar_type()), nullptr);
+    cuda::dequantize_4bit(src.packed.data_ptr<uint8_t>() + first / 2,
+                          src.absmax.data_ptr<float>() + first / state.blocksize, code16.data_ptr<float>(),
+                          end - first, state.blocksize, dst.data_ptr(), cuda_dtype_of(out.scalar_type()), nullptr);
     if (first != begin) out.copy_(dst.narrow(0, begin - first, end - begin));
     return;
 #else
+    (void)state;
     no_cuda();
 #endif
   }
-  DequantArgs args;
-  args.packed = packed.data_ptr<uint8_t>();
-  args.absmax = absmax_f32.data_ptr<float>();
-  args.code = code.data();
-  args.blocksize = state.blocksize;
-  args.out_type = out_type_of(out.scalar_type());
-  const DequantRangeFn fn = dequant_kernels().range;
+  DequantArgs args = cpu_args(src, out.scalar_type());
   const int64_t elem = out.element_size();
+  args.stream = (end - begin) * elem >= kStreamBytes;
+  const DequantRangeFn fn = dequant_kernels().range;
   char* dst = static_cast<char*>(out.data_ptr());
-  // Grains of 16 Ki elements keep each thread's writes on its own cache lines.
-  at::parallel_for(0, end - begin, 1 << 14, [&](int64_t b, int64_t e) {
+  const int64_t n = end - begin, units = (n + kUnit - 1) / kUnit;
+  // Grains of 16 Ki elements: one contiguous share per thread for large ranges.
+  at::parallel_for(0, units, 4, [&](int64_t u0, int64_t u1) {
+    const int64_t b = u0 * kUnit, e = std::min(n, u1 * kUnit);
     fn(args, begin + b, begin + e, dst + b * elem);
   });
 }
 
-void dequantize_columns(const at::Tensor& packed, const at::Tensor& absmax_f32, const Bnb4bitState& state,
-                        int64_t c0, int64_t width, at::Tensor out) {
+void dequantize_columns(const DequantSource& src, int64_t c0, int64_t width, at::Tensor out) {
+  const Bnb4bitState& state = *src.state;
   const int64_t rows = state.shape[0], in = state.shape[1];
-  if (packed.is_cuda()) {
-    for (int64_t r = 0; r < rows; ++r)
-      dequantize_range(packed, absmax_f32, state, r * in + c0, r * in + c0 + width, out[r]);
+  if (src.packed.is_cuda()) {
+    for (int64_t r = 0; r < rows; ++r) dequantize_range(src, r * in + c0, r * in + c0 + width, out[r]);
     return;
   }
-  DequantArgs args;
-  args.packed = packed.data_ptr<uint8_t>();
-  args.absmax = absmax_f32.data_ptr<float>();
-  args.code = code_values(state.type).data();
-  args.blocksize = state.blocksize;
-  args.out_type = out_type_of(out.scalar_type());
+  const DequantArgs args = cpu_args(src, out.scalar_type());
   const DequantRangeFn fn = dequant_kernels().range;
   const int64_t elem = out.element_size();
   char* dst = static_cast<char*>(out.data_ptr());
@@ -163,7 +203,7 @@ at::Tensor dequantize_all(const at::Tensor& packed, const Bnb4bitState& state, a
   (void)out_type_of(dtype);
   const int64_t n = state.numel();
   at::Tensor out = at::empty({n}, packed.options().dtype(dtype));
-  if (n > 0) dequantize_range(packed, state.absmax_f32(), state, 0, n, out);
+  if (n > 0) dequantize_range(dequant_source(packed, state), 0, n, out);
   return out.reshape(state.shape);
 }
 

@@ -43,8 +43,7 @@ at::Tensor Bnb4bitQuantizer::matmul(const at::Tensor& x, const sdk::QuantizedWei
   const int64_t out = s.shape[0], in = s.shape[1];
   const at::ScalarType cd = options_.compute_dtype;
   const at::Tensor x2 = x.reshape({-1, in}).to(cd).contiguous();
-  const at::Tensor packed = packed_bytes(weight);
-  const at::Tensor absmax = s.absmax_f32();
+  const DequantSource src = dequant_source(packed_bytes(weight), s);
   at::Tensor y = at::empty({x2.size(0), out}, x2.options());
   int64_t rows = std::max<int64_t>(1, kTileElements / std::max<int64_t>(in, 1));
   if (rows >= 16) rows -= rows % 16;
@@ -52,7 +51,7 @@ at::Tensor Bnb4bitQuantizer::matmul(const at::Tensor& x, const sdk::QuantizedWei
   for (int64_t r0 = 0; r0 < out; r0 += rows) {
     const int64_t t = std::min(rows, out - r0);
     at::Tensor tile = scratch.narrow(0, 0, t);
-    dequantize_range(packed, absmax, s, r0 * in, (r0 + t) * in, tile.view({-1}));
+    dequantize_range(src, r0 * in, (r0 + t) * in, tile.view({-1}));
     at::Tensor dst = y.narrow(1, r0, t);
     at::mm_out(dst, x2, tile.t());
   }
@@ -65,8 +64,7 @@ at::Tensor Bnb4bitQuantizer::matmul_grad_input(const at::Tensor& grad_out, const
   const int64_t out = s.shape[0], in = s.shape[1];
   const at::ScalarType cd = options_.compute_dtype;
   const at::Tensor g2 = grad_out.reshape({-1, out}).to(cd).contiguous();
-  const at::Tensor packed = packed_bytes(weight);
-  const at::Tensor absmax = s.absmax_f32();
+  const DequantSource src = dequant_source(packed_bytes(weight), s);
   at::Tensor gx = at::empty({g2.size(0), in}, g2.options());
   int64_t cols = std::max<int64_t>(64, kTileElements / std::max<int64_t>(out, 1));
   cols -= cols % 64;
@@ -75,7 +73,7 @@ at::Tensor Bnb4bitQuantizer::matmul_grad_input(const at::Tensor& grad_out, const
   for (int64_t c0 = 0; c0 < in; c0 += cols) {
     const int64_t w = std::min(cols, in - c0);
     at::Tensor slab = w == cols ? scratch : at::empty({out, w}, g2.options());
-    dequantize_columns(packed, absmax, s, c0, w, slab);
+    dequantize_columns(src, c0, w, slab);
     at::Tensor dst = gx.narrow(1, c0, w);
     at::mm_out(dst, g2, slab);
   }
