@@ -7,6 +7,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "bnb4bit.h"
 #include "dequant_kernel.h"
 
@@ -148,6 +153,28 @@ DequantArgs cpu_args(const DequantSource& src, at::ScalarType out_dtype) {
   return a;
 }
 
+// A fresh output takes a page fault (and a zeroing) per 4 KiB page as the
+// kernel first writes it, which cost several times the kernel itself on
+// 32 MiB outputs (benchmarks/dequant_bandwidth.py, "e2e"). Asking for
+// transparent huge pages on it (THP in "madvise" or "always" mode) takes one
+// fault per 2 MiB instead, as torch's THP_MEM_ALLOC_ENABLE does for every
+// allocation. Advice only: where it is refused the pages stay 4 KiB.
+constexpr int64_t kHugePageAdviceBytes = int64_t{4} << 20;
+
+void advise_huge_pages(const at::Tensor& t) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (!t.is_cpu() || static_cast<int64_t>(t.nbytes()) < kHugePageAdviceBytes) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  uintptr_t b = reinterpret_cast<uintptr_t>(t.data_ptr());
+  uintptr_t e = b + t.nbytes();
+  b = (b + page - 1) / page * page;
+  e = e / page * page;
+  if (e > b) (void)madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);
+#else
+  (void)t;
+#endif
+}
+
 }  // namespace
 
 void dequantize_range(const DequantSource& src, int64_t begin, int64_t end, at::Tensor out) {
@@ -203,6 +230,7 @@ at::Tensor dequantize_all(const at::Tensor& packed, const Bnb4bitState& state, a
   (void)out_type_of(dtype);
   const int64_t n = state.numel();
   at::Tensor out = at::empty({n}, packed.options().dtype(dtype));
+  advise_huge_pages(out);
   if (n > 0) dequantize_range(dequant_source(packed, state), 0, n, out);
   return out.reshape(state.shape);
 }
