@@ -6,7 +6,9 @@
 // computes. Without an FMA unit the same value comes from double: t has at
 // most 24 significant bits at or above 2^-25, so t * 65535 + 0.5 is exact in
 // double and its one rounding to float equals the fused result.
-inline uint8_t quantize_element(const uint8_t* __restrict lut, float x, float inv_absmax) {
+// The grid point of x: float arithmetic only, so a loop of it vectorizes;
+// the truncation of a NaN (INT32_MIN) selects grid point 0, as before.
+inline int32_t grid_point(float x, float inv_absmax) {
   float n = x * inv_absmax;
   n = n < -1.0f ? -1.0f : (n > 1.0f ? 1.0f : n);
   const float t = (n + 1.0f) * 0.5f;
@@ -15,5 +17,9 @@ inline uint8_t quantize_element(const uint8_t* __restrict lut, float x, float in
 #else
   const float r = static_cast<float>(static_cast<double>(t) * 65535.0 + 0.5);
 #endif
-  return lut[static_cast<uint16_t>(static_cast<int32_t>(r))];
+  return static_cast<int32_t>(r);
+}
+
+inline uint8_t quantize_element(const uint8_t* __restrict lut, float x, float inv_absmax) {
+  return lut[static_cast<uint16_t>(grid_point(x, inv_absmax))];
 }
