@@ -72,7 +72,8 @@ at::Tensor Bnb4bitQuantizer::matmul_grad_input(const at::Tensor& grad_out, const
   at::Tensor scratch = at::empty({out, cols}, g2.options());
   for (int64_t c0 = 0; c0 < in; c0 += cols) {
     const int64_t w = std::min(cols, in - c0);
-    at::Tensor slab = w == cols ? scratch : at::empty({out, w}, g2.options());
+    // The last, narrower slab reuses the front of the scratch buffer (contiguous [out, w]).
+    at::Tensor slab = w == cols ? scratch : scratch.view({-1}).narrow(0, 0, out * w).view({out, w});
     dequantize_columns(src, c0, w, slab);
     at::Tensor dst = gx.narrow(1, c0, w);
     at::mm_out(dst, g2, slab);
