@@ -1,11 +1,12 @@
-"""Optimizer step time and effective bandwidth: ftcore's adamw, adamw_8bit, lion, lion_8bit and
-adafactor (benchmarks/optimizer_step_driver) against torch.optim.AdamW (foreach and fused, in this
-Python process, on tensors of the same shapes and the same thread count), and a STREAM triad
-measured by the driver in the same run.
+"""Optimizer step time and effective bandwidth: ftcore's adamw, adamw_8bit, lion, lion_8bit,
+adafactor, paged_adamw_32bit and paged_adamw_8bit (benchmarks/optimizer_step_driver; the paged ones
+unbounded, max_resident_bytes = 0: a resident budget is benchmarks/paged_optimizer.py's subject)
+against torch.optim.AdamW (foreach and fused, in this Python process, on tensors of the same shapes
+and the same thread count), and a STREAM triad measured by the driver in the same run.
 
 Effective bandwidth = the bytes a step must move per parameter (fp32 params and grads) / step time:
-  adamw, torch AdamW: read p, g, m, v + write p, m, v         = 28 B
-  adamw_8bit: read p, g, 2 codes + write p, 2 codes (+ absmax)  = 16 + 16/256 B
+  adamw, paged_adamw_32bit, torch AdamW: read p, g, m, v + write p, m, v = 28 B
+  adamw_8bit, paged_adamw_8bit: read p, g, 2 codes + write p, 2 codes (+ absmax) = 16 + 16/256 B
   lion:       read p, g, m + write p, m                         = 20 B
   lion_8bit:  read p, g, code + write p, code (+ absmax)        = 14 + 8/256 B
   adafactor:  read p, g + write p (factored state is O(rows + cols)) = 12 B (a lower bound)
@@ -23,7 +24,8 @@ import time
 import torch
 
 BYTES = {"adamw": 28, "adamw_8bit": 16 + 16 / 256, "lion": 20, "lion_8bit": 14 + 8 / 256, "adafactor": 12,
-         "torch AdamW foreach": 28, "torch AdamW fused": 28}
+         "paged_adamw_32bit": 28, "paged_adamw_8bit": 16 + 16 / 256, "torch AdamW foreach": 28,
+         "torch AdamW fused": 28}
 
 
 def shapes_of(name):

@@ -74,7 +74,8 @@ double triad_gbs() {
 int main(int argc, char** argv) {
   try {
     init_runtime();
-    std::string set = "lora", list = "adamw,adamw_8bit,lion,lion_8bit,adafactor";
+    std::string set = "lora";
+    std::string list = "adamw,adamw_8bit,lion,lion_8bit,adafactor,paged_adamw_32bit,paged_adamw_8bit";
     int64_t steps = 20;
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string k = argv[i];
