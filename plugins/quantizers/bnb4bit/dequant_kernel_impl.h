@@ -293,28 +293,43 @@ inline CodeRegs load_code(const DequantArgs& a) { return {a.code}; }
 
 #endif
 
+// `count` whole blocks of kBlock elements (kBlock = 0: a.blocksize) from
+// element e: the hot loop, no edge checks, fixed trip count for QLoRA's 64.
+template <bool Stream, OutType T, int64_t kBlock, class Code>
+inline void whole_blocks(const DequantArgs& a, const Code& code, BlockScales& scales, int64_t e, int64_t count,
+                         char* o) {
+  constexpr int64_t elem = T == OutType::F32 ? 4 : 2;
+  const int64_t bs = kBlock ? kBlock : a.blocksize;
+  for (int64_t k = 0; k < count; ++k, e += bs, o += bs * elem)
+    vector_span<Stream, T>(a, make_table<T>(code, scales.next()), e, e + bs, o);
+}
+
 template <bool Stream, OutType T>
 void dequant_blocks(const DequantArgs& a, int64_t begin, int64_t end, char* o) {
   constexpr int64_t elem = T == OutType::F32 ? 4 : 2;
   const auto code = load_code(a);
   const int64_t bs = a.blocksize;
-  int64_t block = begin / bs;
-  BlockScales scales(a, block);
+  BlockScales scales(a, begin / bs);
   TableArrays arrays;
-  for (int64_t e = begin; e < end; ++block) {
-    const int64_t block_start = block * bs, block_end = std::min(end, block_start + bs);
-    const auto t = make_table<T>(code, scales.next());
-    if (e == block_start && block_end - block_start == bs) {
-      vector_span<Stream, T>(a, t, e, block_end, o);  // a whole block
-    } else {
-      // Scalar head up to a multiple of 32, vectors, scalar tail.
-      const int64_t v0 = std::min(block_end, (e + 31) / 32 * 32);
-      const int64_t v1 = std::max(v0, block_end / 32 * 32);
-      to_arrays<T>(t, arrays);
-      scalar_span<T>(a, arrays, e, v0, o);
-      vector_span<Stream, T>(a, t, v0, v1, o + (v0 - e) * elem);
-      scalar_span<T>(a, arrays, v1, block_end, o + (v1 - e) * elem);
+  for (int64_t e = begin; e < end;) {
+    const int64_t block_start = e / bs * bs;
+    if (e == block_start && end - e >= bs) {
+      const int64_t count = (end - e) / bs;
+      if (bs == 64) whole_blocks<Stream, T, 64>(a, code, scales, e, count, o);
+      else whole_blocks<Stream, T, 0>(a, code, scales, e, count, o);
+      e += count * bs;
+      o += count * bs * elem;
+      continue;
     }
+    // A partial block: scalar head up to a multiple of 32, vectors, scalar tail.
+    const int64_t block_end = std::min(end, block_start + bs);
+    const auto t = make_table<T>(code, scales.next());
+    const int64_t v0 = std::min(block_end, (e + 31) / 32 * 32);
+    const int64_t v1 = std::max(v0, block_end / 32 * 32);
+    to_arrays<T>(t, arrays);
+    scalar_span<T>(a, arrays, e, v0, o);
+    vector_span<Stream, T>(a, t, v0, v1, o + (v0 - e) * elem);
+    scalar_span<T>(a, arrays, v1, block_end, o + (v1 - e) * elem);
     o += (block_end - e) * elem;
     e = block_end;
   }
