@@ -58,16 +58,6 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// The --set values, validated against the quantizer's ParamSpec like a recipe table.
-sdk::Options quantizer_options(const RegistryEntry& entry, const std::vector<std::string>& sets) {
-  std::string text;
-  for (const auto& s : sets) text += s + "\n";
-  toml::table table = toml::parse(std::string_view(text), std::string_view("--set"));
-  std::vector<Diagnostic> diagnostics;
-  auto values = validate_table(table, *entry.params, "[quantizer]", {}, diagnostics);
-  if (!diagnostics.empty()) throw ConfigError(diagnostics);
-  return sdk::Options(entry.params, values);
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -180,7 +170,7 @@ int main(int argc, char** argv) {
       for (const auto& r : report.refused) why += "\n  " + r.reason;
       throw std::runtime_error("no quantizer plugin gptq" + why);
     }
-    auto quantizer = registry.create_quantizer(*entry, quantizer_options(*entry, args.sets));
+    auto quantizer = registry.create_quantizer(*entry, options_from_assignments(*entry, args.sets, "[quantizer]"));
     if (args.mode == "quantize") return run_quantize(*quantizer, args);
     if (args.mode == "load") return run_load(*quantizer, args);
     if (args.mode == "bench") return run_bench(*quantizer, args);

@@ -55,16 +55,6 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// The --set values, validated against the optimizer's ParamSpec like a recipe table.
-sdk::Options optimizer_options(const RegistryEntry& entry, const std::vector<std::string>& sets) {
-  std::string text;
-  for (const auto& s : sets) text += s + "\n";
-  toml::table table = toml::parse(std::string_view(text), std::string_view("--set"));
-  std::vector<Diagnostic> diagnostics;
-  auto values = validate_table(table, *entry.params, "[optimizer]", {}, diagnostics);
-  if (!diagnostics.empty()) throw ConfigError(diagnostics);
-  return sdk::Options(entry.params, values);
-}
 
 }  // namespace
 
@@ -97,7 +87,7 @@ int main(int argc, char** argv) {
       }
       groups.push_back(std::move(spec));
     }
-    auto optimizer = registry.create_optimizer(*entry, groups, optimizer_options(*entry, args.sets));
+    auto optimizer = registry.create_optimizer(*entry, groups, options_from_assignments(*entry, args.sets, "[optimizer]"));
     if (resumed) {
       sdk::TensorMap state;
       for (const auto& e : resumed->entries())

@@ -73,16 +73,6 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// The --set values, validated against the quantizer's ParamSpec like a recipe table.
-sdk::Options quantizer_options(const RegistryEntry& entry, const std::vector<std::string>& sets) {
-  std::string text;
-  for (const auto& s : sets) text += s + "\n";
-  toml::table table = toml::parse(std::string_view(text), std::string_view("--set"));
-  std::vector<Diagnostic> diagnostics;
-  auto values = validate_table(table, *entry.params, "[quantizer]", {}, diagnostics);
-  if (!diagnostics.empty()) throw ConfigError(diagnostics);
-  return sdk::Options(entry.params, values);
-}
 
 sdk::TensorMap read_all(const std::string& path) {
   auto f = safetensors::File::open(path);
@@ -245,7 +235,7 @@ int main(int argc, char** argv) {
       for (const auto& r : report.refused) why += "\n  " + r.reason;
       throw std::runtime_error("no quantizer plugin " + args.quantizer + why);
     }
-    auto quantizer = registry.create_quantizer(*entry, quantizer_options(*entry, args.sets));
+    auto quantizer = registry.create_quantizer(*entry, options_from_assignments(*entry, args.sets, "[quantizer]"));
 
     if (args.mode == "bench") {
       bench(*quantizer, args);

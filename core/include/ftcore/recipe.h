@@ -65,6 +65,12 @@ std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, 
                                                        const std::vector<std::string>& reserved,
                                                        std::vector<Diagnostic>& diagnostics);
 
+// A component's options from TOML assignments ("key = value", as `--set`
+// gives them), checked against its ParamSpec like a recipe table named
+// `label` (e.g. "[quantizer]"). Throws ConfigError.
+sdk::Options options_from_assignments(const RegistryEntry& entry, const std::vector<std::string>& assignments,
+                                      const std::string& label);
+
 SourcePos source_of(const toml::node& node);
 SourcePos source_of(const toml::key& key, const toml::node& value);
 

@@ -18,7 +18,6 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
-#include <toml++/toml.h>
 
 #include "command_line.h"
 #include "commands.h"
@@ -36,21 +35,6 @@ namespace ftcore::cli {
 
 namespace {
 
-// --set key=value pairs checked against the quantizer's ParamSpec like a recipe table.
-sdk::Options quantizer_options(const RegistryEntry& entry, const std::vector<std::string>& sets) {
-  std::string text;
-  for (const auto& s : sets) text += s + "\n";
-  toml::table table;
-  try {
-    table = toml::parse(std::string_view(text), std::string_view("--set"));
-  } catch (const toml::parse_error& e) {
-    throw po::error("--set: " + std::string(e.description()));
-  }
-  std::vector<Diagnostic> diagnostics;
-  auto values = validate_table(table, *entry.params, "[quantizer]", {}, diagnostics);
-  if (!diagnostics.empty()) throw ConfigError(diagnostics);
-  return sdk::Options(entry.params, values);
-}
 
 // The texts of a .txt (one per line) or .jsonl ("text" field) file.
 std::vector<std::string> read_texts(const fs::path& file) {
@@ -117,8 +101,13 @@ int quantize_command(const std::vector<std::string>& args) {
     throw po::error("--quantizer: no quantizer plugin \"" + quantizer_name + "\"" +
                     (names.empty() ? std::string(" (none installed)") : ", installed: " + join(names, ", ")));
   }
-  const sdk::Options options = quantizer_options(*entry, sets);
-  std::shared_ptr<sdk::Quantizer> quantizer = registry.create_quantizer(*entry, options);
+  const sdk::Options options = options_from_assignments(*entry, sets, "[quantizer]");
+  std::shared_ptr<sdk::Quantizer> quantizer;
+  try {
+    quantizer = registry.create_quantizer(*entry, options);
+  } catch (const std::exception& e) {  // the plugin refused an option value
+    throw po::error(std::string("--set: ") + e.what());
+  }
 
   LoadOptions load;
   if (dtype_text != "auto") load.dtype = parse_dtype_name(dtype_text);

@@ -260,4 +260,23 @@ std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, 
   return values;
 }
 
+sdk::Options options_from_assignments(const RegistryEntry& entry, const std::vector<std::string>& assignments,
+                                      const std::string& label) {
+  std::string text;
+  for (const auto& a : assignments) text += a + "\n";
+  toml::table table;
+  try {
+    table = toml::parse(std::string_view(text), std::string_view("--set"));
+  } catch (const toml::parse_error& e) {
+    const int line = static_cast<int>(e.source().begin.line);
+    const std::string assignment = line >= 1 && line <= static_cast<int>(assignments.size()) ? assignments[line - 1] : "";
+    throw ConfigError({{{"--set " + assignment, 0, static_cast<int>(e.source().begin.column)},
+                        "not a TOML assignment (key = value): " + std::string(e.description())}});
+  }
+  std::vector<Diagnostic> diagnostics;
+  auto values = validate_table(table, *entry.params, label, {}, diagnostics);
+  if (!diagnostics.empty()) throw ConfigError(diagnostics);
+  return sdk::Options(entry.params, values);
+}
+
 }  // namespace ftcore

@@ -101,7 +101,11 @@ void load_base_model(const Recipe& recipe, const PluginRegistry& registry, const
   } else {
     s.model = Model::from_pretrained(model_dir, load);
     if (!recipe.quantizer) return;
-    s.quantizer = registry.create_quantizer(*recipe.quantizer->entry, recipe.quantizer->options);
+    try {
+      s.quantizer = registry.create_quantizer(*recipe.quantizer->entry, recipe.quantizer->options);
+    } catch (const std::exception& e) {  // the plugin refused an option value
+      throw config_error(recipe.path, e.what());
+    }
     std::vector<at::Tensor> calibration;
     if (s.quantizer->needs_calibration()) {
       std::vector<std::vector<int64_t>> rows;
