@@ -215,7 +215,11 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   s.sampler_input.batch_size = t.micro_batch_size;
   s.sampler_input.sequence_len = data_config.sequence_len;
   s.sampler_input.seed = t.seed;
-  s.optimizer = registry.create_optimizer(*recipe.optimizer.entry, groups, recipe.optimizer.options);
+  try {
+    s.optimizer = registry.create_optimizer(*recipe.optimizer.entry, groups, recipe.optimizer.options);
+  } catch (const std::exception& e) {  // the plugin refused an option combination
+    throw config_error(recipe_path, e.what());
+  }
   s.base_lr = recipe.optimizer.options.get_float("lr");
   sdk::SchedulerContext context;
   context.base_lr = s.base_lr;
