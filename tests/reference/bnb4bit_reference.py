@@ -294,7 +294,34 @@ def test_bytes_per_param(tmp):
     print(f"ok bytes/param with double quant, blocksize 64: {ours:.5f} (bitsandbytes' tensors: {theirs:.5f})")
 
 
+def test_large_outputs(tmp):
+    """Outputs of 8 MiB or more take the kernel's non-temporal-store path:
+    a 2048x2056 weight and an odd 1x4194305 one (partial last block),
+    dequantized to fp32 and bf16 on every ISA, bit for bit as bitsandbytes."""
+    g = torch.Generator().manual_seed(7)
+    for qt, dq, bs in (("nf4", True, 64), ("fp4", False, 256)):
+        sd, refs = {}, {}
+        for i, shape in enumerate([(2048, 2056), (1, 4194305)]):
+            w = (torch.randn(shape, generator=g) * torch.rand(shape, generator=g) ** 3).bfloat16()
+            part, packed, st = bnb_state_dict(f"big{i}", w, qt, dq, bs)
+            sd.update(part)
+            refs[f"big{i}"] = (packed, st)
+        src = os.path.join(tmp, "large.safetensors")
+        save_file({k: v.contiguous() for k, v in sd.items()}, src)
+        for isa in ISAS:
+            for dn in ("float32", "bfloat16"):
+                out = os.path.join(tmp, "large_out.safetensors")
+                run(sets(qt, dq, bs) + ["--mode", "dequantize", "--dtype", dn, "--inputs", src, "--out", out], isa=isa)
+                got = load_file(out)
+                for name, (packed, st) in refs.items():
+                    ref = F.dequantize_4bit(packed, with_dtype(st, DTYPES[dn])).reshape(-1)
+                    check(torch.equal(bits(got[name].reshape(-1)), bits(ref)),
+                          f"large output {name} {qt} dq={dq} bs={bs} {isa} {dn}: differs from bitsandbytes")
+    print("ok outputs >= 8 MiB (non-temporal stores): nf4/fp4, every ISA, fp32/bf16, equal to bitsandbytes")
+
+
 with tempfile.TemporaryDirectory() as tmp:
+    test_large_outputs(tmp)
     test_bytes_per_param(tmp)
     test_malformed(tmp)
     test_quant_storage(tmp)

@@ -9,7 +9,7 @@ add_dependencies(blockwise8_tool optimizer_steps ftcore_optimizer_adamw_8bit ftc
 # Dynamic maps, codes, absmax and dequantized values bit-equal to bitsandbytes'.
 add_test(NAME blockwise8_reference
   COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/blockwise8_reference.py" $<TARGET_FILE:blockwise8_tool>)
-set_tests_properties(blockwise8_reference PROPERTIES TIMEOUT 300 ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2")
+set_tests_properties(blockwise8_reference PROPERTIES TIMEOUT 600 ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2")
 # adamw_8bit vs bitsandbytes.optim.AdamW8bit (50 steps, every ISA), resume, state bytes, adamw <-> adamw_8bit conversion.
 add_test(NAME adamw_8bit_reference
   COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/adamw_8bit_reference.py" $<TARGET_FILE:optimizer_steps>)

@@ -9,5 +9,5 @@ endif()
 # files both ways, tiled matmul / matmul_grad_input vs torch, bytes per parameter.
 add_test(NAME bnb4bit_reference
   COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/bnb4bit_reference.py" $<TARGET_FILE:quantize_tensors>)
-set_tests_properties(bnb4bit_reference PROPERTIES TIMEOUT 900
+set_tests_properties(bnb4bit_reference PROPERTIES TIMEOUT 1500
   ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
