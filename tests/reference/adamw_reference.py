@@ -54,10 +54,11 @@ def make_inputs(path, seed):
     return tensors
 
 
-def torch_reference(tensors, config):
+def torch_reference(tensors, config, shapes=SHAPES, steps=STEPS):
+    """torch.optim.AdamW over `steps` steps of the inputs (also used by paged_adamw_reference.py)."""
     opts = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01, "amsgrad": False}
     opts.update(config["opts"])
-    params = {n: tensors[f"param.{n}"].clone().requires_grad_(True) for n in SHAPES}
+    params = {n: tensors[f"param.{n}"].clone().requires_grad_(True) for n in shapes}
     groups = []
     for g in config["groups"]:
         group = {"params": [params[n] for n in g["params"]], "lr": opts["lr"] * g.get("lr_scale", 1.0)}
@@ -66,7 +67,7 @@ def torch_reference(tensors, config):
         groups.append(group)
     optimizer = torch.optim.AdamW(groups, lr=opts["lr"], betas=opts["betas"], eps=opts["eps"],
                                   weight_decay=opts["weight_decay"], amsgrad=opts["amsgrad"])
-    for step in range(STEPS):
+    for step in range(steps):
         for n, p in params.items():
             key = f"grad.{step}.{n}"
             p.grad = tensors[key].clone() if key in tensors else None

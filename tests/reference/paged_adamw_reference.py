@@ -49,7 +49,7 @@ from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from optimizer_steps_client import set_args  # noqa: E402
-from adamw_reference import CONFIGS as ADAMW_CONFIGS  # noqa: E402
+from adamw_reference import CONFIGS as ADAMW_CONFIGS, torch_reference  # noqa: E402
 
 STEPS = 50
 RTOL = 1e-6
@@ -81,26 +81,6 @@ def make_inputs(seed, shapes=SHAPES, steps=STEPS):
                 continue  # no gradient this step: both sides must skip it
             tensors[f"grad.{step}.{n}"] = torch.randn(s, generator=g) * (0.1 + step / steps)
     return tensors
-
-
-def torch_reference(tensors, config):
-    opts = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01, "amsgrad": False}
-    opts.update(config["opts"])
-    params = {n: tensors[f"param.{n}"].clone().requires_grad_(True) for n in SHAPES}
-    groups = []
-    for g in config["groups"]:
-        group = {"params": [params[n] for n in g["params"]], "lr": opts["lr"] * g.get("lr_scale", 1.0)}
-        if "weight_decay" in g:
-            group["weight_decay"] = g["weight_decay"]
-        groups.append(group)
-    optimizer = torch.optim.AdamW(groups, lr=opts["lr"], betas=opts["betas"], eps=opts["eps"],
-                                  weight_decay=opts["weight_decay"], amsgrad=opts["amsgrad"])
-    for step in range(STEPS):
-        for n, p in params.items():
-            key = f"grad.{step}.{n}"
-            p.grad = tensors[key].clone() if key in tensors else None
-        optimizer.step()
-    return {n: p.detach() for n, p in params.items()}
 
 
 def run(binary, optimizer, inputs, out, opts, extra=(), isa=None, expect_fail=False):
@@ -141,7 +121,7 @@ def check_32bit(binary, tmp, failures):
         tensors = make_inputs(seed=2000 + i)
         inputs = os.path.join(tmp, f"in_{i}.safetensors")
         save_file(tensors, inputs, metadata={"groups": json.dumps(config["groups"])})
-        reference = torch_reference(tensors, config)
+        reference = torch_reference(tensors, config, SHAPES, STEPS)
         amsgrad = config["opts"].get("amsgrad", False)
         budget = state_bytes(amsgrad) // 4
         paged = dict(config["opts"], max_resident_bytes=budget, page_bytes=PAGE_BYTES)
