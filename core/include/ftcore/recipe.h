@@ -4,7 +4,7 @@
 //   validate_recipe()    check every section against the core's and the
 //                        plugins' ParamSpecs; ALL problems in one ConfigError
 //
-// Sections: [model] [data] [train] [calibration] [plugins] (the core's), and
+// Sections: [model] [data] [train] [calibration] [distributed] [plugins] (the core's), and
 // [adapter] [quantizer] [optimizer] [scheduler] [sampler] [[logger]] whose
 // `name` picks a plugin. Every node keeps its file:line:col, across `base`
 // files and --set overrides, for messages.
@@ -33,7 +33,7 @@ struct ComponentConfig {
 
 struct Recipe {
   std::filesystem::path path;
-  sdk::Options model, data, train, calibration;
+  sdk::Options model, data, train, calibration, distributed;
   std::optional<ComponentConfig> adapter, quantizer, sampler;
   ComponentConfig optimizer, scheduler;
   std::vector<ComponentConfig> loggers;
@@ -55,7 +55,7 @@ std::vector<std::filesystem::path> recipe_plugin_paths(const toml::table& table)
 Recipe validate_recipe(const toml::table& table, const std::filesystem::path& path, const PluginRegistry& registry);
 
 // The core's own sections, as ParamSpecs (so docs/recipes.md covers them).
-const std::vector<std::string>& core_section_names();  // model, data, train, calibration, plugins
+const std::vector<std::string>& core_section_names();  // model, data, train, calibration, distributed, plugins
 std::shared_ptr<const sdk::ParamSpec> core_section_spec(const std::string& section);
 
 // Checks one table against a spec (keys in `reserved` are skipped); appends

@@ -1,8 +1,10 @@
-// `ftcore run RECIPE [--set k=v]... [--output-dir D]`: trains as the recipe
-// says (core/include/ftcore/trainer.h). Exit codes: 0 trained, 1 stopped
+// `ftcore run RECIPE [--set k=v]... [--output-dir D] [--nproc-per-node N]`:
+// trains as the recipe says (core/include/ftcore/trainer.h); under torchrun
+// each worker runs this, and --nproc-per-node starts them (torchrun_launch.h). Exit codes: 0 trained, 1 stopped
 // (NaN loss, loss watchdog, a runtime failure), 2 a recipe problem, 130/143
 // interrupted by SIGINT/SIGTERM after saving a checkpoint.
 #include <iomanip>
+#include <cstdlib>
 #include <iostream>
 
 #include <boost/program_options.hpp>
@@ -11,6 +13,7 @@
 #include "commands.h"
 #include "ftcore/trainer.h"
 #include "session.h"
+#include "torchrun_launch.h"
 
 namespace po = boost::program_options;
 
@@ -30,16 +33,29 @@ int run_command(const std::vector<std::string>& args) {
   po::options_description visible("Usage: ftcore run RECIPE [options]\n\nFine-tunes a model as the recipe says.\n\nOptions");
   std::string output_dir;
   std::vector<std::string> positionals, overrides, plugin_paths;
+  int nproc = 1;
   visible.add_options()(
       "set", po::value(&overrides)->composing(), "override a key: --set optimizer.lr=3e-4 (repeatable)")(
       "output-dir", po::value(&output_dir), "parent folder of the run folder (overrides train.output_dir)")(
-      "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder, searched first (repeatable)");
+      "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder, searched first (repeatable)")(
+      "nproc-per-node", po::value(&nproc), "start N worker processes on this machine through torchrun");
   if (!parse_subcommand(args, visible, positionals, 1)) return kExitOk;
   if (positionals.empty()) throw po::error("run needs a RECIPE file");
   const std::string& recipe = positionals[0];
   if (!output_dir.empty()) overrides.push_back("train.output_dir=" + output_dir);
 
-  auto loaded = load_and_validate(recipe, overrides, plugin_paths);
+  auto loaded = load_and_validate(recipe, overrides, plugin_paths);  // recipe errors: exit 2 before any worker
+  if (nproc < 1) throw po::error("--nproc-per-node must be at least 1");
+  if (nproc > 1) {
+    if (std::getenv("WORLD_SIZE")) throw po::error("--nproc-per-node under torchrun: torchrun already started the workers");
+    std::vector<std::string> worker_args;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == "--nproc-per-node") { ++i; continue; }
+      if (args[i].rfind("--nproc-per-node=", 0) == 0) continue;
+      worker_args.push_back(args[i]);
+    }
+    exec_torchrun(nproc, worker_args);
+  }
   const TrainingOutcome outcome = run_training(loaded->recipe, loaded->registry);
   if (!outcome.first_eval.empty()) {
     print_eval("eval before:", outcome.first_eval);

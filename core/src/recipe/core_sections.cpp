@@ -55,7 +55,9 @@ sdk::ParamSpec train_spec() {
   s.add_int("save_steps", std::nullopt).at_least(1).with_doc("Checkpoint every N steps.");
   s.add_int("saves_per_epoch", std::nullopt).at_least(1).with_doc("Checkpoints per epoch.");
   s.add_int("save_total_limit", std::nullopt).at_least(1).with_doc("Keep at most this many checkpoints.");
-  s.add_string("metric_for_best", std::nullopt).with_doc("Eval metric that decides which checkpoints to keep.");
+  s.add_enum("metric_for_best", {"eval_loss", "eval_perplexity", "eval_exact_match", "loss", "perplexity", "exact_match"},
+             std::nullopt)
+      .with_doc("Eval metric that decides which checkpoints to keep (exact_match needs eval_generation_samples).");
   s.add_string("resume_from_checkpoint", std::nullopt).with_doc("\"auto\" or a checkpoint folder.");
   s.add_int("early_stopping_patience", std::nullopt).at_least(1).with_doc("Evals without improvement before stopping.");
   s.add_float("neftune_noise_alpha", std::nullopt).above(0.0).with_doc("NEFTune embedding noise.");
@@ -84,6 +86,20 @@ sdk::ParamSpec calibration_spec() {
   return s;
 }
 
+// Multi-process training (core/src/dist): read only under torchrun.
+sdk::ParamSpec distributed_spec() {
+  sdk::ParamSpec s;
+  s.add_enum("backend", {"auto", "gloo", "nccl"}, "auto")
+      .with_doc("c10d backend: auto picks nccl for CUDA, gloo for the CPU.");
+  s.add_float("timeout_s", 600.0).above(0.0)
+      .with_doc("A collective waiting longer than this fails, naming the rank that was lost.");
+  s.add_float("bucket_mb", 25.0).above(0.0)
+      .with_doc("Gradient all-reduce bucket size (MiB); buckets overlap the backward.");
+  s.add_bool("shard_optimizer_state", false)
+      .with_doc("ZeRO-1: each rank keeps the optimizer state of its share of the tensors.");
+  return s;
+}
+
 sdk::ParamSpec plugins_spec() {
   sdk::ParamSpec s;
   s.add_string_list("paths", {}).with_doc("Extra plugin folders, searched first (relative to the recipe).");
@@ -93,7 +109,7 @@ sdk::ParamSpec plugins_spec() {
 }  // namespace
 
 const std::vector<std::string>& core_section_names() {
-  static const std::vector<std::string> names = {"model", "data", "train", "calibration", "plugins"};
+  static const std::vector<std::string> names = {"model", "data", "train", "calibration", "distributed", "plugins"};
   return names;
 }
 
@@ -103,11 +119,13 @@ std::shared_ptr<const sdk::ParamSpec> core_section_spec(const std::string& secti
   static const auto train = std::make_shared<const sdk::ParamSpec>(train_spec());
   static const auto plugins = std::make_shared<const sdk::ParamSpec>(plugins_spec());
   static const auto calibration = std::make_shared<const sdk::ParamSpec>(calibration_spec());
+  static const auto distributed = std::make_shared<const sdk::ParamSpec>(distributed_spec());
   if (section == "model") return model;
   if (section == "data") return data;
   if (section == "train") return train;
   if (section == "plugins") return plugins;
   if (section == "calibration") return calibration;
+  if (section == "distributed") return distributed;
   throw std::invalid_argument("not a core recipe section: " + section);
 }
 

@@ -179,6 +179,7 @@ Recipe validate_recipe(const toml::table& root, const fs::path& path, const Plug
   recipe.data = v.core_section(root, "data");
   recipe.train = v.core_section(root, "train");
   recipe.calibration = v.core_section(root, "calibration");
+  recipe.distributed = v.core_section(root, "distributed");
   v.core_section(root, "plugins");
   v.plugin_folders(root);
 
@@ -255,6 +256,11 @@ std::string Recipe::lock_toml() const {
   if (quantizer) {  // calibration rows matter only to a quantizer
     out << "\n[calibration]\n";
     write_options(out, calibration);
+  }
+  if (std::any_of(distributed.spec()->params().begin(), distributed.spec()->params().end(),
+                  [&](const sdk::Param& p) { return distributed.is_set_by_user(p.key); })) {
+    out << "\n[distributed]\n";
+    write_options(out, distributed);
   }
   for (const ComponentConfig* c : components()) {
     out << "\n" << (c->section == "logger" ? "[[logger]]" : "[" + c->section + "]") << "\n";

@@ -76,35 +76,36 @@ bool answers_match(const std::string& generated, const std::string& expected) {
   return normalise_answer(generated) == normalise_answer(expected);
 }
 
+void finish_eval_result(EvalResult& r) {
+  r.loss = r.target_tokens > 0 ? r.loss_sum / static_cast<double>(r.target_tokens) : 0.0;
+  r.perplexity = std::exp(r.loss);
+  if (r.answered > 0) r.exact_match = static_cast<double>(r.correct) / static_cast<double>(r.answered);
+}
+
 EvalResult evaluate(Model& model, const std::vector<Example>& validation, int64_t batch_size,
                     const CollateOptions& collate_options, const Precision& precision, const Tokenizer& tokenizer,
-                    const GenerationEvalOptions& generation) {
+                    const GenerationEvalOptions& generation, EvalShard shard) {
   EvalModeScope eval_mode(model);
   at::NoGradGuard no_grad;
   EvalResult r;
-  double loss_sum = 0.0;
-  for (size_t start = 0; start < validation.size(); start += static_cast<size_t>(batch_size)) {
+  const auto step = static_cast<size_t>(batch_size);
+  for (size_t start = step * static_cast<size_t>(shard.rank); start < validation.size();
+       start += step * static_cast<size_t>(shard.world)) {
     std::vector<std::vector<const Example*>> rows;
-    for (size_t i = start; i < std::min(validation.size(), start + static_cast<size_t>(batch_size)); ++i)
-      rows.push_back({&validation[i]});
+    for (size_t i = start; i < std::min(validation.size(), start + step); ++i) rows.push_back({&validation[i]});
     TrainBatch batch = collate(rows, collate_options);
     AutocastScope autocast(precision, model.device());
-    loss_sum += summed_next_token_loss(model, batch).item<double>();
+    r.loss_sum += summed_next_token_loss(model, batch).item<double>();
     r.target_tokens += batch.target_tokens;
   }
-  r.loss = r.target_tokens > 0 ? loss_sum / static_cast<double>(r.target_tokens) : 0.0;
-  r.perplexity = std::exp(r.loss);
-
   const auto n = std::min<size_t>(validation.size(), static_cast<size_t>(std::max<int64_t>(generation.samples, 0)));
-  if (n > 0) {
-    int64_t correct = 0;
-    for (size_t i = 0; i < n; ++i) {
-      AutocastScope autocast(precision, model.device());
-      r.answers.push_back(answer_example(model, validation[i], tokenizer, generation));
-      correct += r.answers.back().correct ? 1 : 0;
-    }
-    r.exact_match = static_cast<double>(correct) / static_cast<double>(n);
+  for (size_t i = static_cast<size_t>(shard.rank); i < n; i += static_cast<size_t>(shard.world)) {
+    AutocastScope autocast(precision, model.device());
+    r.answers.push_back(answer_example(model, validation[i], tokenizer, generation));
+    r.correct += r.answers.back().correct ? 1 : 0;
   }
+  r.answered = static_cast<int64_t>(r.answers.size());
+  finish_eval_result(r);
   return r;
 }
 

@@ -34,15 +34,29 @@ struct AnsweredExample {
 struct EvalResult {
   double loss = 0.0;
   double perplexity = 0.0;
+  double loss_sum = 0.0;  // summed over target tokens (what ranks add up)
   int64_t target_tokens = 0;
-  std::optional<double> exact_match;   // fraction in [0, 1]
-  std::vector<AnsweredExample> answers;  // the generation eval's, in order
+  int64_t correct = 0, answered = 0;   // generation eval counts
+  std::optional<double> exact_match;   // correct / answered, in [0, 1]
+  std::vector<AnsweredExample> answers;  // this rank's generation answers, in order
+};
+
+// The share of the validation set one rank evaluates: eval batches of
+// batch_size are dealt to ranks in turn (batch j to rank j mod world), as
+// the trainer deals global training batches; generation examples likewise
+// one by one. {0, 1} is the whole set.
+struct EvalShard {
+  int rank = 0;
+  int world = 1;
 };
 
 // Runs with grad off and the model in eval mode (restored to training mode after).
 EvalResult evaluate(Model& model, const std::vector<Example>& validation, int64_t batch_size,
                     const CollateOptions& collate_options, const Precision& precision, const Tokenizer& tokenizer,
-                    const GenerationEvalOptions& generation);
+                    const GenerationEvalOptions& generation, EvalShard shard = {});
+
+// loss, perplexity and exact_match from the sums (after ranks added theirs).
+void finish_eval_result(EvalResult& r);
 
 // The exact-match rule above (exposed for tests).
 bool answers_match(const std::string& generated, const std::string& expected);

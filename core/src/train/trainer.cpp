@@ -1,14 +1,7 @@
-// The training loop. One optimizer step:
-//
-//   N = target tokens of all the step's micro-batches
-//   for each micro-batch b:  (summed_loss(b) / N * loss_scale).backward()
-//   grad_norm = ||g||_2 over every trainable tensor (logged before clipping)
-//   g *= min(1, max_grad_norm / (grad_norm + 1e-6))        (torch's clip_grad_norm_)
-//   lr = base_lr x scheduler.factor(step, total) x adapter.lr_multiplier(step)
-//   optimizer.step() with each group at lr x lr_scale
-//
-// so the logged loss of a step is its mean per-target-token loss whatever the
-// micro-batch size, as transformers' num_items_in_batch normalisation gives.
+// The training loop, top to bottom: resume or start, then per step
+// train_step() (trainer_step.cpp), the adapter's event, logs, evaluation,
+// checkpoint, and the one question stop_reason() answers; the final adapter
+// or model at the end (trainer_checkpoints.cpp).
 #include "trainer.h"
 
 #include <sys/resource.h>
@@ -16,15 +9,10 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
-#include <cstdlib>
-#include <iostream>
 
 #include <ATen/ATen.h>
-#include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
 
-#include "ftcore/safetensors.h"
-#include "next_token_loss.h"
 #include "stop_signals.h"
 
 namespace fs = std::filesystem;
@@ -47,16 +35,25 @@ std::string metric_key(const std::string& metric) {
   return metric.rfind("eval_", 0) == 0 ? metric.substr(5) : metric;
 }
 
+double state_bytes(const sdk::TensorMap& state) {
+  double bytes = 0.0;
+  for (const auto& [name, t] : state.tensors) bytes += static_cast<double>(t.numel() * t.element_size());
+  return bytes;
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainingSetup& setup)
     : s_(setup),
-      plan_(setup.sampler, setup.sampler_input, setup.options.gradient_accumulation_steps, setup.options.num_epochs,
-            setup.options.max_steps),
+      plan_(setup.components.sampler, setup.components.sampler_input, setup.options.gradient_accumulation_steps,
+            setup.options.num_epochs, setup.options.max_steps),
       scaler_(setup.precision.name == "fp16") {
   state_.total_steps = plan_.total_steps();
-  state_.scheduler = setup.scheduler_name;
+  state_.scheduler = setup.components.scheduler_name;
   state_.recipe_sha256 = setup.recipe_sha256;
+  if (setup.distributed.group)
+    gradient_sync_ = std::make_unique<dist::GradientSynchronizer>(*setup.distributed.group, setup.trainable.tensors,
+                                                                  setup.distributed.bucket_bytes);
 }
 
 bool Trainer::due(std::optional<int64_t> every, std::optional<int64_t> per_epoch) const {
@@ -77,143 +74,45 @@ void Trainer::log_metrics(const std::string& phase, std::vector<std::pair<std::s
   nlohmann::json entry = {{"step", record.step}, {"phase", phase}};
   for (const auto& [k, v] : record.values) entry[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
   state_.log_history.push_back(entry);
-  for (auto& logger : s_.loggers) logger->log_metrics(record);
+  for (auto& logger : s_.components.loggers) logger->log_metrics(record);
 }
 
 void Trainer::log_text(const std::string& tag, const std::string& text) {
-  for (auto& logger : s_.loggers) logger->log_text(state_.global_step, tag, text);
-}
-
-std::vector<TrainBatch> Trainer::collate_step(const StepSlice& slice) const {
-  const std::vector<sdk::Batch>& epoch = plan_.batches(slice.epoch);
-  std::vector<TrainBatch> out;
-  for (int64_t b = slice.first_batch; b < slice.end_batch; ++b) {
-    const auto& rows = epoch[static_cast<size_t>(b)].rows;
-    // auto_micro_batch splits each sampler batch into equal parts of its rows.
-    const auto splits = static_cast<size_t>(std::min<int64_t>(state_.micro_batch_splits, rows.size()));
-    const size_t per_part = (rows.size() + splits - 1) / splits;
-    for (size_t start = 0; start < rows.size(); start += per_part) {
-      std::vector<std::vector<const Example*>> part;
-      for (size_t r = start; r < std::min(rows.size(), start + per_part); ++r) {
-        std::vector<const Example*> row;
-        for (int64_t index : rows[r]) row.push_back(&s_.data.train.at(static_cast<size_t>(index)));
-        part.push_back(std::move(row));
-      }
-      out.push_back(collate(part, s_.collate));
-    }
-  }
-  return out;
-}
-
-// FTCORE_DEBUG_DUMP_BATCHES=DIR writes each micro-batch as
-// DIR/step-<k>-micro-<i>.safetensors: reference tests replay the exact
-// batches through transformers + PEFT.
-static void dump_batches(const std::vector<TrainBatch>& batches, int64_t step) {
-  static const char* dir = std::getenv("FTCORE_DEBUG_DUMP_BATCHES");
-  if (!dir) return;
-  for (size_t i = 0; i < batches.size(); ++i) {
-    sdk::TensorMap m;
-    m.add("input_ids", batches[i].input_ids);
-    m.add("labels", batches[i].labels);
-    m.add("position_ids", batches[i].position_ids);
-    m.add("sequence_ids", batches[i].sequence_ids);
-    safetensors::write_file(fs::path(dir) / ("step-" + std::to_string(step) + "-micro-" + std::to_string(i) + ".safetensors"), m);
-  }
-}
-
-void Trainer::run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets, double& loss_sum) {
-  dump_batches(batches, state_.global_step + 1);
-  const double normaliser = static_cast<double>(std::max<int64_t>(targets, 1));
-  for (const TrainBatch& batch : batches) {
-    at::Tensor loss;
-    {
-      AutocastScope autocast(s_.precision, s_.model->device());
-      loss = summed_next_token_loss(*s_.model, batch);
-    }
-    (loss * (scaler_.scale() / normaliser)).backward();
-    loss_sum += loss.item<double>();
-  }
-}
-
-double Trainer::clip_gradients() {
-  std::vector<at::Tensor> norms;
-  for (const at::Tensor& p : s_.trainable)
-    if (p.grad().defined()) norms.push_back(at::linalg_vector_norm(p.grad().to(at::kFloat), 2));
-  if (norms.empty()) return 0.0;
-  const at::Tensor total = at::linalg_vector_norm(at::stack(norms), 2);
-  const double norm = total.item<double>();
-  if (s_.options.max_grad_norm > 0.0) {
-    const double coefficient = s_.options.max_grad_norm / (norm + 1e-6);
-    if (coefficient < 1.0)
-      for (const at::Tensor& p : s_.trainable)
-        if (p.grad().defined()) p.grad().mul_(coefficient);
-  }
-  return norm;
-}
-
-bool Trainer::train_step(double& step_loss, double& grad_norm, int64_t& tokens) {
-  const StepSlice slice = plan_.slice(state_.global_step);
-  for (const at::Tensor& p : s_.trainable) p.mutable_grad() = at::Tensor();
-  double loss_sum = 0.0;
-  int64_t targets = 0;
-  while (true) {
-    std::vector<TrainBatch> batches = collate_step(slice);
-    targets = 0;
-    tokens = 0;
-    for (const auto& b : batches) targets += b.target_tokens, tokens += b.tokens;
-    try {
-      loss_sum = 0.0;
-      run_micro_batches(batches, targets, loss_sum);
-      break;
-    } catch (const c10::OutOfMemoryError& e) {
-      const int64_t rows = s_.options.micro_batch_size / state_.micro_batch_splits;
-      if (!s_.options.auto_micro_batch || rows <= 1) throw;
-      for (const at::Tensor& p : s_.trainable) p.mutable_grad() = at::Tensor();
-      state_.micro_batch_splits *= 2;
-      spdlog::warn("out of memory at step {}: micro_batch_size {} -> {}, gradient_accumulation_steps {} -> {} "
-                   "(same effective batch); retrying the step",
-                   state_.global_step + 1, rows, rows / 2,
-                   s_.options.gradient_accumulation_steps * state_.micro_batch_splits / 2,
-                   s_.options.gradient_accumulation_steps * state_.micro_batch_splits);
-    }
-  }
-  step_loss = loss_sum / static_cast<double>(std::max<int64_t>(targets, 1));
-  if (!std::isfinite(step_loss)) return false;
-
-  const bool finite_grads = scaler_.unscale(s_.trainable);
-  grad_norm = finite_grads ? clip_gradients() : std::numeric_limits<double>::infinity();
-  state_.learning_rate = s_.base_lr * s_.scheduler->factor(state_.global_step, state_.total_steps) *
-                         (s_.adapter ? s_.adapter->lr_multiplier(state_.global_step) : 1.0);
-  s_.optimizer->set_base_lr(state_.learning_rate);
-  if (finite_grads) s_.optimizer->step();
-  scaler_.update(!finite_grads);
-  return true;
+  for (auto& logger : s_.components.loggers) logger->log_text(state_.global_step, tag, text);
 }
 
 void Trainer::log_train(double grad_norm) {
   const double now = wall_time_now();
   const double elapsed = std::max(now - window_start_time_, 1e-9);
-  const int64_t effective_batch = s_.options.micro_batch_size * s_.options.gradient_accumulation_steps;
-  log_metrics("train", {{"loss", state_.window_loss / static_cast<double>(std::max<int64_t>(state_.window_steps, 1))},
-                        {"lr", state_.learning_rate},
-                        {"grad_norm", grad_norm},
-                        {"epoch", state_.epoch},
-                        {"tokens_per_second", static_cast<double>(state_.window_tokens) / elapsed},
-                        {"effective_batch", static_cast<double>(effective_batch)},
-                        {"peak_rss_mb", peak_rss_mib()},
-                        {"total_steps", static_cast<double>(state_.total_steps)}});
+  const auto steps = static_cast<double>(std::max<int64_t>(state_.window_steps, 1));
+  const int64_t effective_batch =
+      s_.options.micro_batch_size * s_.options.gradient_accumulation_steps * s_.distributed.world_size();
+  std::vector<std::pair<std::string, double>> values = {
+      {"loss", state_.window_loss / steps},
+      {"lr", state_.learning_rate},
+      {"grad_norm", grad_norm},
+      {"epoch", state_.epoch},
+      {"tokens_per_second", static_cast<double>(state_.window_tokens) / elapsed},  // the whole job's
+      {"effective_batch", static_cast<double>(effective_batch)},
+      {"peak_rss_mb", peak_rss_mib()},
+      {"total_steps", static_cast<double>(state_.total_steps)}};
+  if (optimizer_state_bytes_) values.emplace_back("optimizer_state_bytes", *optimizer_state_bytes_);
+  if (s_.distributed.group) {
+    values.emplace_back("world_size", static_cast<double>(s_.distributed.world_size()));
+    values.emplace_back("communication_seconds_per_step", window_communication_seconds_ / steps);
+  }
+  log_metrics("train", std::move(values));
   if (scaler_.enabled()) log_metrics("train", {{"loss_scale", scaler_.scale()}});
   state_.window_loss = 0.0;
   state_.window_steps = 0;
   state_.window_tokens = 0;
+  window_communication_seconds_ = 0.0;
   window_start_time_ = now;
 }
 
-bool Trainer::evaluate_and_log(bool final_eval) {
+bool Trainer::evaluate_and_log() {
   if (s_.data.validation.empty()) return false;
-  CollateOptions collate = s_.collate;
-  EvalResult r = evaluate(*s_.model, s_.data.validation, s_.options.eval_batch_size, collate, s_.precision,
-                          *s_.tokenizer, s_.generation_eval);
+  const EvalResult r = evaluate_sharded();
   std::vector<std::pair<std::string, double>> values = {{"loss", r.loss}, {"perplexity", r.perplexity}};
   if (r.exact_match) values.emplace_back("exact_match", *r.exact_match);
   log_metrics("eval", values);
@@ -222,14 +121,12 @@ bool Trainer::evaluate_and_log(bool final_eval) {
   for (size_t i = 0; i < std::min<size_t>(r.answers.size(), 3); ++i)
     log_text("eval/answer_" + std::to_string(i),
              "expected: " + r.answers[i].expected + "\ngenerated: " + r.answers[i].generated);
-  (void)final_eval;
 
   const std::string metric = metric_key(s_.options.metric_for_best.value_or("eval_loss"));
   double value = r.loss;
   if (metric == "perplexity") value = r.perplexity;
   if (metric == "exact_match") value = r.exact_match.value_or(0.0);
   const bool higher_better = metric_higher_is_better(metric);
-  last_eval_metric_ = value;
   const bool improved = !state_.best_metric || (higher_better ? value > *state_.best_metric : value < *state_.best_metric);
   if (improved) {
     state_.best_metric = value;
@@ -241,90 +138,113 @@ bool Trainer::evaluate_and_log(bool final_eval) {
   return s_.options.early_stopping_patience && state_.evals_without_improvement >= *s_.options.early_stopping_patience;
 }
 
+// Each rank evaluates its share (evaluation.h); the sums are reduced here.
+EvalResult Trainer::evaluate_sharded() {
+  const int rank = s_.distributed.rank(), world = s_.distributed.world_size();
+  EvalResult r = evaluate(*s_.base.model, s_.data.validation, s_.options.eval_batch_size, s_.collate, s_.precision,
+                          *s_.tokenizer, s_.generation_eval, EvalShard{rank, world});
+  if (!s_.distributed.group) return r;
+  at::Tensor sums = at::tensor({r.loss_sum, static_cast<double>(r.target_tokens), static_cast<double>(r.correct),
+                                static_cast<double>(r.answered)}, at::kDouble).to(s_.distributed.group->device());
+  s_.distributed.group->all_reduce_sum(sums, "the evaluation at step " + std::to_string(state_.global_step));
+  sums = sums.to(at::kCPU);
+  r.loss_sum = sums[0].item<double>();
+  r.target_tokens = static_cast<int64_t>(sums[1].item<double>());
+  r.correct = static_cast<int64_t>(sums[2].item<double>());
+  r.answered = static_cast<int64_t>(sums[3].item<double>());
+  finish_eval_result(r);
+  return r;
+}
+
+void Trainer::start_run() {
+  s_.base.model->module().train();
+  if (state_.global_step == 0) {
+    log_metrics("train", {{"total_steps", static_cast<double>(state_.total_steps)},
+                          {"effective_batch", static_cast<double>(s_.options.micro_batch_size *
+                                                                  s_.options.gradient_accumulation_steps *
+                                                                  s_.distributed.world_size())}});
+    if (s_.options.eval_before_training) evaluate_and_log();
+  }
+  window_start_time_ = wall_time_now();
+}
+
+void Trainer::after_step(const StepResult& step) {
+  ++state_.global_step;
+  state_.epoch = plan_.epoch_progress(state_.global_step);
+  state_.window_loss += step.loss;
+  ++state_.window_steps;
+  state_.window_tokens += step.tokens;
+  if (s_.distributed.group) window_communication_seconds_ += s_.distributed.group->take_communication_seconds();
+  if (!optimizer_state_bytes_) {
+    optimizer_state_bytes_ = state_bytes(s_.components.optimizer->state_by_name());
+    if (s_.distributed.group)
+      spdlog::info("optimizer state on this rank: {} bytes", static_cast<int64_t>(*optimizer_state_bytes_));
+  }
+  if (s_.trainable.adapter) {
+    sdk::TrainerEvent event;
+    event.step = state_.global_step;
+    event.total_steps = state_.total_steps;
+    event.optimizer = s_.components.optimizer.get();
+    s_.trainable.adapter->on_event(event, *s_.base.model);
+  }
+  if (state_.global_step % s_.options.logging_steps == 0 || state_.global_step == state_.total_steps)
+    log_train(step.grad_norm);
+}
+
+bool Trainer::stop_reason(const StepResult& step, bool early_stop, TrainingOutcome& outcome) {
+  bool watchdog = false;
+  if (s_.options.loss_watchdog_threshold) {
+    state_.watchdog_strikes = step.loss > *s_.options.loss_watchdog_threshold ? state_.watchdog_strikes + 1 : 0;
+    watchdog = state_.watchdog_strikes >= s_.options.loss_watchdog_patience;
+  }
+  const bool save = due(s_.options.save_steps, s_.options.saves_per_epoch) || watchdog || step.signal_seen;
+  const fs::path saved = save ? save_checkpoint() : fs::path();
+  const std::string at_step = std::to_string(state_.global_step);
+  if (watchdog) {
+    outcome.status = TrainingOutcome::Status::Stopped;
+    outcome.message = "loss watchdog: the loss stayed above " + std::to_string(*s_.options.loss_watchdog_threshold) +
+                      " for " + std::to_string(state_.watchdog_strikes) + " steps (last " + std::to_string(step.loss) +
+                      "); stopped at step " + at_step + ", checkpoint " + saved.string();
+  } else if (step.signal_seen) {
+    const int signal = StopSignals::received() != 0 ? StopSignals::received() : SIGTERM;
+    outcome.status = TrainingOutcome::Status::Interrupted;
+    outcome.signal = signal;
+    outcome.message = std::string(signal == SIGINT ? "SIGINT" : "SIGTERM") + ": stopped after step " + at_step +
+                      "; resume with train.resume_from_checkpoint = \"" + saved.string() + "\" (or \"auto\")";
+  } else if (early_stop) {
+    outcome.message = "early stopping: no improvement in " + std::to_string(state_.evals_without_improvement) +
+                      " evaluations; stopped at step " + at_step;
+  }
+  return watchdog || step.signal_seen || early_stop;
+}
+
 TrainingOutcome Trainer::run(const std::optional<fs::path>& checkpoint) {
   TrainingOutcome outcome;
   outcome.run_dir = s_.options.run_dir;
   if (checkpoint) resume_from(*checkpoint);
   StopSignals signals;
-  s_.model->module().train();
-  window_start_time_ = wall_time_now();
-  if (state_.global_step == 0) {
-    log_metrics("train", {{"total_steps", static_cast<double>(state_.total_steps)},
-                          {"effective_batch", static_cast<double>(s_.options.micro_batch_size *
-                                                                  s_.options.gradient_accumulation_steps)}});
-    if (s_.options.eval_before_training) evaluate_and_log(false);
-    window_start_time_ = wall_time_now();
-  }
-  bool evaluated_at_end = false;
+  start_run();
   while (state_.global_step < state_.total_steps) {
-    double loss = 0.0, grad_norm = 0.0;
-    int64_t tokens = 0;
-    if (!train_step(loss, grad_norm, tokens)) {
+    const StepResult step = train_step();
+    if (!step.finite) {
       outcome.status = TrainingOutcome::Status::Stopped;
       outcome.message = "the loss of step " + std::to_string(state_.global_step + 1) + " is " +
-                        (std::isnan(loss) ? "NaN" : "infinite") +
-                        "; stopped before updating (lower the learning rate, or check the data); the state before this step is saved in " +
-                        save_checkpoint().string();
+                        (std::isnan(step.loss) ? "NaN" : "infinite") +
+                        "; stopped before updating (lower the learning rate, or check the data); the state before "
+                        "this step is saved in " + save_checkpoint().string();
       break;
     }
-    ++state_.global_step;
-    state_.epoch = plan_.epoch_progress(state_.global_step);
-    state_.window_loss += loss;
-    ++state_.window_steps;
-    state_.window_tokens += tokens;
-    last_grad_norm_ = grad_norm;
-    if (s_.adapter) {
-      sdk::TrainerEvent event;
-      event.step = state_.global_step;
-      event.total_steps = state_.total_steps;
-      event.optimizer = s_.optimizer.get();
-      s_.adapter->on_event(event, *s_.model);
-    }
+    after_step(step);
     const bool last = state_.global_step == state_.total_steps;
-    if (state_.global_step % s_.options.logging_steps == 0 || last) log_train(grad_norm);
-
-    bool early_stop = false;
-    if (due(s_.options.eval_steps, s_.options.evals_per_epoch) || last) {
-      early_stop = evaluate_and_log(last);
-      evaluated_at_end = last || early_stop;
-    }
-    bool watchdog = false;
-    if (s_.options.loss_watchdog_threshold) {
-      state_.watchdog_strikes = loss > *s_.options.loss_watchdog_threshold ? state_.watchdog_strikes + 1 : 0;
-      watchdog = state_.watchdog_strikes >= s_.options.loss_watchdog_patience;
-    }
-    const int signal = StopSignals::received();
-    const bool save = due(s_.options.save_steps, s_.options.saves_per_epoch) || watchdog || signal != 0;
-    fs::path saved;
-    if (save) saved = save_checkpoint();
-    if (watchdog) {
-      outcome.status = TrainingOutcome::Status::Stopped;
-      outcome.message = "loss watchdog: the loss stayed above " + std::to_string(*s_.options.loss_watchdog_threshold) +
-                        " for " + std::to_string(state_.watchdog_strikes) + " steps (last " + std::to_string(loss) +
-                        "); stopped at step " + std::to_string(state_.global_step) + ", checkpoint " + saved.string();
-      break;
-    }
-    if (signal != 0) {
-      outcome.status = TrainingOutcome::Status::Interrupted;
-      outcome.signal = signal;
-      outcome.message = std::string(signal == SIGINT ? "SIGINT" : "SIGTERM") + ": stopped after step " +
-                        std::to_string(state_.global_step) + "; resume with train.resume_from_checkpoint = \"" +
-                        saved.string() + "\" (or \"auto\")";
-      break;
-    }
-    if (early_stop) {
-      outcome.message = "early stopping: no improvement in " + std::to_string(state_.evals_without_improvement) +
-                        " evaluations; stopped at step " + std::to_string(state_.global_step);
-      break;
-    }
+    const bool early_stop = (due(s_.options.eval_steps, s_.options.evals_per_epoch) || last) && evaluate_and_log();
+    if (stop_reason(step, early_stop, outcome)) break;
   }
   if (outcome.status == TrainingOutcome::Status::Completed) {
-    (void)evaluated_at_end;
     write_final_outputs();
     if (outcome.message.empty())
       outcome.message = "trained " + std::to_string(state_.global_step) + " steps; outputs in " + s_.options.run_dir.string();
   }
-  for (auto& logger : s_.loggers) logger->flush();
+  for (auto& logger : s_.components.loggers) logger->flush();
   outcome.first_eval = first_eval_;
   outcome.last_eval = last_eval_;
   return outcome;

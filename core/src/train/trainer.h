@@ -1,13 +1,18 @@
 // The training loop over a fully built setup (run_training.cpp builds it):
 // micro-batches -> token-normalised loss -> accumulation -> clipping ->
 // optimizer step at the scheduled lr -> adapter events -> logs, evals,
-// checkpoints; resumable from any checkpoint, bit for bit on CPU.
+// checkpoints; resumable from any checkpoint, bit for bit on CPU. With a
+// process group, each rank takes its shard of every global batch and the
+// gradients, losses and evaluations are summed across ranks (dist/).
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../dist/gradient_sync.h"
+#include "../dist/optimizer_sharding.h"
+#include "../dist/process_group.h"
 #include "ftcore/collate.h"
 #include "ftcore/dataset.h"
 #include "ftcore/model.h"
@@ -26,29 +31,66 @@
 
 namespace ftcore::train {
 
+// The base model and what the run's outputs need to know of it.
+struct BaseModel {
+  std::shared_ptr<sdk::Quantizer> quantizer;  // a quantized base's (QLoRA); null: dense
+  std::shared_ptr<Model> model;
+  std::string config_json;  // config.json of the base (full fine-tune outputs)
+  std::string dir;          // absolute; written as the adapter's base_model_name_or_path
+};
+
+// What the optimizer updates: the adapter's tensors, or every weight.
+struct TrainableSet {
+  std::shared_ptr<sdk::Adapter> adapter;   // null: full fine-tune
+  std::vector<sdk::ParamGroupSpec> groups;  // weight decay split applied
+  std::vector<at::Tensor> tensors;          // every tensor of `groups`
+};
+
+// The plugins the recipe names, built.
+struct Components {
+  std::shared_ptr<const sdk::Sampler> sampler;
+  std::string sampler_name;
+  sdk::SamplerInput sampler_input;  // batch_size: rows of a GLOBAL micro-batch (all ranks)
+  std::shared_ptr<sdk::Optimizer> optimizer;  // over this rank's tensors when sharded
+  double base_lr = 0.0;  // the optimizer's lr option, before scheduling
+  std::shared_ptr<sdk::Scheduler> scheduler;
+  std::string scheduler_name;
+  std::vector<std::shared_ptr<sdk::Logger>> loggers;  // rank 0's only
+};
+
+// Data parallelism; all null/empty in a one-process run.
+struct Distributed {
+  std::shared_ptr<dist::ProcessGroup> group;
+  std::unique_ptr<dist::OptimizerSharding> sharding;  // ZeRO-1
+  int64_t bucket_bytes = 25 << 20;
+  bool writes_outputs() const { return !group || group->rank() == 0; }
+  int rank() const { return group ? group->rank() : 0; }
+  int world_size() const { return group ? group->size() : 1; }
+};
+
 struct TrainingSetup {
   TrainOptions options;
   // Declared before the model so it is destroyed after it: the adapter keeps
   // its plugin library loaded, and the model holds the adapter's modules.
-  std::shared_ptr<sdk::Adapter> adapter;  // null: full fine-tune
-  std::shared_ptr<sdk::Quantizer> quantizer;  // a quantized base's (QLoRA); null: dense
-  std::shared_ptr<Model> model;
+  TrainableSet trainable;
+  BaseModel base;
   std::shared_ptr<Tokenizer> tokenizer;
   PreparedData data;
-  std::shared_ptr<sdk::Optimizer> optimizer;
-  double base_lr = 0.0;  // the optimizer's lr option, before scheduling
-  std::shared_ptr<sdk::Scheduler> scheduler;
-  std::string scheduler_name;
-  std::shared_ptr<const sdk::Sampler> sampler;
-  sdk::SamplerInput sampler_input;
-  std::vector<std::shared_ptr<sdk::Logger>> loggers;
+  Components components;
   CollateOptions collate;
   Precision precision;
   GenerationEvalOptions generation_eval;
-  std::string model_config_json;  // config.json of the base (full fine-tune outputs)
-  std::string model_dir;          // absolute; written as the adapter's base_model_name_or_path
   std::string recipe_sha256;
-  std::vector<at::Tensor> trainable;  // every parameter the optimizer updates
+  Distributed distributed;
+};
+
+// One optimizer step's outcome.
+struct StepResult {
+  bool finite = true;  // false: the loss was NaN/Inf and nothing was updated
+  double loss = 0.0;   // mean per target token over the global batch
+  double grad_norm = 0.0;
+  int64_t tokens = 0;  // of the global batch
+  bool signal_seen = false;  // SIGINT/SIGTERM on any rank
 };
 
 class Trainer {
@@ -59,17 +101,23 @@ class Trainer {
 
  private:
   void resume_from(const std::filesystem::path& dir);
-  // One optimizer step; false when the loss was not finite (nothing updated).
-  bool train_step(double& step_loss, double& grad_norm, int64_t& tokens);
-  // Micro-batches of the current step, split auto_micro_batch times.
+  void start_run();
+  StepResult train_step();
+  void after_step(const StepResult& step);
+  // Why the run stops after this step, if it does ("" = go on); fills `outcome`.
+  bool stop_reason(const StepResult& step, bool early_stop, TrainingOutcome& outcome);
+  // This rank's micro-batches of the current step, split auto_micro_batch times.
   std::vector<TrainBatch> collate_step(const StepSlice& slice) const;
-  void run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets, double& loss_sum);
+  double run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets);
+  void all_reduce_counts(int64_t& targets, int64_t& tokens);
   double clip_gradients();
   void log_train(double grad_norm);
   // Returns true when early stopping says stop.
-  bool evaluate_and_log(bool final_eval);
+  bool evaluate_and_log();
+  EvalResult evaluate_sharded();
   std::filesystem::path save_checkpoint();
   void write_final_outputs();
+  sdk::TensorMap weights_to_save() const;
   std::string adapter_config_text() const;
   void log_metrics(const std::string& phase, std::vector<std::pair<std::string, double>> values);
   void log_text(const std::string& tag, const std::string& text);
@@ -79,9 +127,10 @@ class Trainer {
   TrainingPlan plan_;
   DynamicLossScaler scaler_;
   TrainerState state_;
-  double last_grad_norm_ = 0.0;
+  std::unique_ptr<dist::GradientSynchronizer> gradient_sync_;
   double window_start_time_ = 0.0;
-  std::optional<double> last_eval_metric_;
+  double window_communication_seconds_ = 0.0;
+  std::optional<double> optimizer_state_bytes_;  // measured after the first step
   std::vector<std::pair<std::string, double>> first_eval_, last_eval_;
 };
 

@@ -31,24 +31,34 @@ void set_cpu_rng_state(const at::Tensor& state) {
 // The adapter's PEFT config with base_model_name_or_path filled in (the
 // adapter cannot know the model's folder), so AutoPeftModelForCausalLM finds the base.
 std::string Trainer::adapter_config_text() const {
-  nlohmann::ordered_json config = nlohmann::ordered_json::parse(s_.adapter->peft_config_json());
-  config["base_model_name_or_path"] = s_.model_dir;
+  nlohmann::ordered_json config = nlohmann::ordered_json::parse(s_.trainable.adapter->peft_config_json());
+  config["base_model_name_or_path"] = s_.base.dir;
   return config.dump(2) + "\n";
 }
 
+// The adapter's tensors (PEFT names), or every weight of a full fine-tune (HF names).
+sdk::TensorMap Trainer::weights_to_save() const {
+  if (s_.trainable.adapter) return s_.trainable.adapter->save();
+  sdk::TensorMap weights;
+  for (const auto& p : s_.base.model->named_parameters()) weights.add(p.name, p.tensor.detach());
+  weights.metadata["format"] = "pt";
+  return weights;
+}
+
+// Every rank calls it (a sharded optimizer's state is gathered from all);
+// rank 0 alone writes.
 fs::path Trainer::save_checkpoint() {
   CheckpointContents c;
-  if (s_.adapter) {
-    c.weights_file = "adapter_model.safetensors";
-    c.weights = s_.adapter->save();
+  c.optimizer_state = s_.components.optimizer->state_by_name();
+  if (s_.distributed.sharding) c.optimizer_state = s_.distributed.sharding->gather_state(c.optimizer_state);
+  const fs::path dir = s_.options.run_dir / checkpoint_name(state_.global_step);
+  if (!s_.distributed.writes_outputs()) return dir;
+  c.weights = weights_to_save();
+  c.weights_file = s_.trainable.adapter ? "adapter_model.safetensors" : "model.safetensors";
+  if (s_.trainable.adapter)
     c.text_files.emplace_back("adapter_config.json", adapter_config_text());
-  } else {
-    c.weights_file = "model.safetensors";
-    for (const auto& p : s_.model->named_parameters()) c.weights.add(p.name, p.tensor.detach());
-    c.weights.metadata["format"] = "pt";
-    c.text_files.emplace_back("config.json", s_.model_config_json);
-  }
-  c.optimizer_state = s_.optimizer->state_by_name();
+  else
+    c.text_files.emplace_back("config.json", s_.base.config_json);
   state_.cpu_rng_state = cpu_rng_state();
   state_.loss_scale = scaler_.scale();
   state_.loss_scale_clean_steps = scaler_.clean_steps();
@@ -57,42 +67,40 @@ fs::path Trainer::save_checkpoint() {
   state_.cursor_batch = next.first_batch;
   // Only the best checkpoint is kept as "best"; the folder name is known before writing.
   c.state = state_;
-  const fs::path dir = write_checkpoint(s_.options.run_dir, c);
+  write_checkpoint(s_.options.run_dir, c);
   if (s_.options.save_total_limit)
     rotate_checkpoints(s_.options.run_dir, *s_.options.save_total_limit,
                        s_.options.metric_for_best ? state_.best_checkpoint : std::string());
-  for (auto& logger : s_.loggers) logger->flush();
+  for (auto& logger : s_.components.loggers) logger->flush();
   spdlog::info("saved {}", dir.string());
   return dir;
 }
 
 void Trainer::write_final_outputs() {
+  if (!s_.distributed.writes_outputs()) return;
   const fs::path& dir = s_.options.run_dir;
-  if (s_.adapter) {
-    safetensors::write_file(dir / "adapter_model.safetensors", s_.adapter->save());
+  const bool adapter = s_.trainable.adapter != nullptr;
+  safetensors::write_file(dir / (adapter ? "adapter_model.safetensors" : "model.safetensors"), weights_to_save());
+  if (adapter)
     write_file_atomically(dir / "adapter_config.json", adapter_config_text());
-  } else {
-    sdk::TensorMap weights;
-    for (const auto& p : s_.model->named_parameters()) weights.add(p.name, p.tensor.detach());
-    weights.metadata["format"] = "pt";
-    safetensors::write_file(dir / "model.safetensors", weights);
-    write_file_atomically(dir / "config.json", s_.model_config_json);
-  }
+  else
+    write_file_atomically(dir / "config.json", s_.base.config_json);
 }
 
 void Trainer::resume_from(const fs::path& dir) {
-  LoadedCheckpoint c = read_checkpoint(dir, s_.adapter ? "adapter_model.safetensors" : "model.safetensors");
+  LoadedCheckpoint c = read_checkpoint(dir, s_.trainable.adapter ? "adapter_model.safetensors" : "model.safetensors");
   if (c.state.total_steps != state_.total_steps)
     spdlog::warn("resuming {}: it planned {} steps, this recipe plans {}", dir.string(), c.state.total_steps,
                  state_.total_steps);
   if (!c.state.recipe_sha256.empty() && c.state.recipe_sha256 != state_.recipe_sha256)
     spdlog::warn("resuming {}: the recipe's settings differ from the checkpoint's run", dir.string());
-  if (s_.adapter) {
-    s_.adapter->load(c.weights);
+  if (s_.trainable.adapter) {
+    s_.trainable.adapter->load(c.weights);
   } else {
-    s_.model->load_weights(c.weights.tensors, (dir / "model.safetensors").string());
+    s_.base.model->load_weights(c.weights.tensors, (dir / "model.safetensors").string());
   }
-  s_.optimizer->load_state_by_name(c.optimizer_state, s_.options.state_conversion);
+  // Keyed by name: a sharded optimizer takes the entries of its own tensors.
+  s_.components.optimizer->load_state_by_name(c.optimizer_state, s_.options.state_conversion);
   const int64_t total = state_.total_steps;
   state_ = std::move(c.state);
   state_.total_steps = total;

@@ -10,6 +10,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/util/Logging.h>
 
+#include "../dist/launch_environment.h"
 #include "ftcore/build_info.h"
 
 namespace ftcore {
@@ -20,7 +21,8 @@ int init_runtime() {
   const char* traces = std::getenv("FTCORE_CPP_BACKTRACES");
   if (!traces || std::string(traces) != "1") c10::SetStackTraceFetcher(std::function<std::string()>([] { return std::string(); }));
 
-  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  // Workers that torchrun starts on one machine share its cores.
+  int threads = static_cast<int>(std::thread::hardware_concurrency()) / dist::local_worker_count();
   if (const char* env = std::getenv("FTCORE_NUM_THREADS")) {
     int n = std::atoi(env);
     if (n > 0) threads = n;

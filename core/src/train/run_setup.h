@@ -1,0 +1,44 @@
+// The parts of a run, each built by one function from the recipe and
+// returned as a value (run_training.cpp calls them in design order: device,
+// data, model, trainable tensors, components). Settings that only fail
+// together with the model, data or run folder throw ConfigError naming the
+// recipe; a plugin refusing its options (sdk::OptionError) does too.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include "ftcore/recipe.h"
+#include "ftcore/registry.h"
+#include "trainer.h"
+
+namespace ftcore::train {
+
+ConfigError recipe_error(const std::filesystem::path& recipe_path, std::string message);
+
+// `local_rank` picks the GPU of a multi-process run.
+c10::Device resolve_device(const std::string& requested, const std::filesystem::path& recipe_path, int local_rank);
+void seed_everything(uint64_t seed);
+void check_metric_name(const TrainOptions& t, const std::filesystem::path& recipe_path);
+// The checkpoint to resume from; `restarted` (torchrun restarted the group)
+// makes an unset resume_from_checkpoint mean "auto".
+std::optional<std::filesystem::path> resolve_resume(const TrainOptions& t, const std::filesystem::path& recipe_path,
+                                                    bool restarted);
+
+// The base model: a quantized folder through its quantizer, or a dense
+// folder, quantized here when the recipe has a [quantizer] (QLoRA).
+BaseModel load_base_model(const Recipe& recipe, const PluginRegistry& registry, const PreparedData& data,
+                          c10::Device device, const TrainOptions& t);
+// The adapter's tensors (base frozen), or every weight for a full fine-tune.
+TrainableSet select_trainable(const Recipe& recipe, const PluginRegistry& registry, Model& model);
+// Sampler, optimizer (over `optimizer_groups`), scheduler and (with
+// `with_loggers`) loggers. The sampler yields global micro-batches of
+// micro_batch_size x world_size rows.
+Components build_components(const Recipe& recipe, const PluginRegistry& registry, const PreparedData& data,
+                            const std::vector<sdk::ParamGroupSpec>& optimizer_groups, int world_size,
+                            bool with_loggers);
+CollateOptions collate_options(const Recipe& recipe, const Tokenizer& tokenizer);
+GenerationEvalOptions generation_eval_options(const Recipe& recipe, const TrainOptions& t, const Model& model,
+                                              const Tokenizer& tokenizer);
+
+}  // namespace ftcore::train
