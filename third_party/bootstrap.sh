@@ -15,6 +15,8 @@ requirements="$here/requirements.txt"
 # libicu-dev: Unicode normalizers (NFC...) of tokenizers such as Qwen2's.
 # wamerican, manpages: text for the tokenizer test corpus (make_tokenizer_corpus.py).
 # clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz).
+# libgloo-dev: the gloo headers ProcessGroupGloo.hpp includes (headers only; core/src/dist).
+# iproute2, procps: network namespaces and pgrep for the multi-process tests.
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.74-dev libboost-program-options1.74-dev libboost-filesystem1.74-dev
@@ -24,6 +26,7 @@ apt_packages=(
   bsdgames
   libicu-dev wamerican manpages
   clang libclang-rt-14-dev
+  libgloo-dev iproute2 procps
 )
 
 missing=()

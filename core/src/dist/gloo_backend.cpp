@@ -5,8 +5,8 @@
 // shared_ptrs made and consumed by libtorch's own (bundled) gloo, and the
 // Options struct we fill holds only those pointers, a thread count and the
 // timeout. Debian's libgloo.so is never linked (its symbols would clash with
-// the copy inside libtorch_cpu). tests/unit/dist_group_test proves the group
-// works (all-reduce, broadcast, timeouts) across real processes.
+// the copy inside libtorch_cpu). tests/integration/distributed_test.py proves
+// the group works across real processes (and two network namespaces).
 #include <cstdlib>
 #include <string>
 
