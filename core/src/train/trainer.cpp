@@ -100,6 +100,7 @@ void Trainer::log_train(double grad_norm) {
   if (s_.distributed.group) {
     values.emplace_back("world_size", static_cast<double>(s_.distributed.world_size()));
     values.emplace_back("communication_seconds_per_step", window_communication_seconds_ / steps);
+    values.emplace_back("seconds_per_step", elapsed / steps);
   }
   log_metrics("train", std::move(values));
   if (scaler_.enabled()) log_metrics("train", {{"loss_scale", scaler_.scale()}});
