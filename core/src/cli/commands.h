@@ -19,6 +19,7 @@ int generate_command(const std::vector<std::string>& args);
 int merge_command(const std::vector<std::string>& args);
 int quantize_command(const std::vector<std::string>& args);
 int data_command(const std::vector<std::string>& args);
+int ab_command(const std::vector<std::string>& args);
 int print_version();
 
 }  // namespace ftcore::cli

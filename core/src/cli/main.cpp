@@ -29,6 +29,7 @@ const char* kUsage =
     "  generate          text from a model: --model DIR (--prompt TEXT | --chat TEXT)\n"
     "  merge             fold a PEFT adapter into its model: --model DIR --adapter DIR --out DIR\n"
     "  quantize          quantize a model (nf4, fp4, gptq): --model DIR --quantizer NAME --out DIR\n"
+    "  ab A.toml B.toml  A/B test recipes over paired seeds; `ab EXPERIMENT.toml`, `ab report DIR`\n"
     "\n"
     "Global options:\n"
     "  --version         ftcore, libtorch, C++ ABI and CUDA facts\n"
@@ -79,7 +80,8 @@ int dispatch(std::vector<std::string> args) {
   if (command == "merge") return ftcore::cli::merge_command(rest);
   if (command == "quantize") return ftcore::cli::quantize_command(rest);
   if (command == "data") return ftcore::cli::data_command(rest);
-  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert", "data", "generate", "merge", "quantize"});
+  if (command == "ab") return ftcore::cli::ab_command(rest);
+  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert", "data", "generate", "merge", "quantize", "ab"});
   throw boost::program_options::error("unknown command '" + command + "'" +
                                       (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
 }

@@ -15,6 +15,7 @@
 #include "ftcore/hash.h"
 #include "ftcore/trainer.h"
 #include "run_folder.h"
+#include "rng_streams.h"
 #include "run_setup.h"
 #include "trainer.h"
 
@@ -127,6 +128,7 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
                s.options.run_dir.string(), s.data.train.size(), s.data.validation.size(), s.precision.name,
                device.str(), s.distributed.world_size(), s.distributed.world_size() > 1 ? "s" : "");
 
+  train::seed_everything(train::stream_seed(s.options.seed, "dropout"));  // rng_streams.h
   train::Trainer trainer(s);
   TrainingOutcome outcome = trainer.run(resume);
   for (auto& logger : s.components.loggers) logger->close();

@@ -97,6 +97,7 @@ void Trainer::log_train(double grad_norm) {
       {"peak_rss_mb", peak_rss_mib()},
       {"total_steps", static_cast<double>(state_.total_steps)}};
   if (optimizer_state_bytes_) values.emplace_back("optimizer_state_bytes", *optimizer_state_bytes_);
+  values.emplace_back("batch_hash", last_batch_hash_);  // of the window's last step
   if (s_.distributed.group) {
     values.emplace_back("world_size", static_cast<double>(s_.distributed.world_size()));
     values.emplace_back("communication_seconds_per_step", window_communication_seconds_ / steps);
@@ -175,6 +176,7 @@ void Trainer::after_step(const StepResult& step) {
   state_.window_loss += step.loss;
   ++state_.window_steps;
   state_.window_tokens += step.tokens;
+  last_batch_hash_ = step.batch_hash;
   if (s_.distributed.group) window_communication_seconds_ += s_.distributed.group->take_communication_seconds();
   if (!optimizer_state_bytes_) {
     optimizer_state_bytes_ = state_bytes(s_.components.optimizer->state_by_name());

@@ -91,6 +91,7 @@ struct StepResult {
   double grad_norm = 0.0;
   int64_t tokens = 0;  // of the global batch
   bool signal_seen = false;  // SIGINT/SIGTERM on any rank
+  double batch_hash = 0.0;   // of this rank's token ids (trainer_step.cpp)
 };
 
 class Trainer {
@@ -130,6 +131,7 @@ class Trainer {
   std::unique_ptr<dist::GradientSynchronizer> gradient_sync_;
   double window_start_time_ = 0.0;
   double window_communication_seconds_ = 0.0;
+  double last_batch_hash_ = 0.0;
   std::optional<double> optimizer_state_bytes_;  // measured after the first step
   std::vector<std::pair<std::string, double>> first_eval_, last_eval_;
 };

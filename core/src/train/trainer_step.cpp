@@ -56,6 +56,19 @@ std::pair<size_t, size_t> rank_share(size_t rows, int rank, int world) {
   return {begin, std::min(rows, begin + per_rank)};
 }
 
+// FNV-1a over the token ids of a step's micro-batches, cut to 48 bits so the
+// logged value is an exact double: two runs that saw the same batches at a
+// step log the same batch_hash (what `ftcore ab` pairing is checked with).
+double batch_hash(const std::vector<TrainBatch>& batches) {
+  uint64_t h = 14695981039346656037ull;
+  for (const TrainBatch& b : batches) {
+    const at::Tensor ids = b.input_ids.to(at::kCPU, at::kLong).contiguous();
+    const int64_t* p = ids.data_ptr<int64_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) h = (h ^ static_cast<uint64_t>(p[i])) * 1099511628211ull;
+  }
+  return static_cast<double>(h >> 16);
+}
+
 }  // namespace
 
 std::vector<TrainBatch> Trainer::collate_step(const StepSlice& slice) const {
@@ -141,6 +154,7 @@ StepResult Trainer::train_step() {
     targets = 0;
     r.tokens = 0;
     for (const auto& b : batches) targets += b.target_tokens, r.tokens += b.tokens;
+    r.batch_hash = batch_hash(batches);
     all_reduce_counts(targets, r.tokens);
     try {
       loss_sum = run_micro_batches(batches, targets);
