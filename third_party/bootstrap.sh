@@ -17,6 +17,7 @@ requirements="$here/requirements.txt"
 # clang, libclang-rt-14-dev: libFuzzer targets (tests/fuzz).
 # libgloo-dev: the gloo headers ProcessGroupGloo.hpp includes (headers only; core/src/dist).
 # iproute2, procps: network namespaces and pgrep for the multi-process tests.
+# chromium: headless screenshots of `ftcore ab` reports in the tests.
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.74-dev libboost-program-options1.74-dev libboost-filesystem1.74-dev
@@ -27,6 +28,7 @@ apt_packages=(
   libicu-dev wamerican manpages
   clang libclang-rt-14-dev
   libgloo-dev iproute2 procps
+  chromium
 )
 
 missing=()

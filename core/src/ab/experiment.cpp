@@ -41,10 +41,7 @@ sdk::ParamSpec arm_spec() {
 // The TOML value of an arm's `set` entry as --set text ("optimizer.lr=3e-05").
 std::string assignment(const std::string& key, const toml::node& value) {
   std::ostringstream out;
-  if (const auto* s = value.as_string())
-    out << toml::value<std::string>(s->get());
-  else
-    out << value;
+  value.visit([&](const auto& v) { out << v; });  // TOML syntax: strings quoted, arrays bracketed
   return key + "=" + out.str();
 }
 

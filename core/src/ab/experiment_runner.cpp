@@ -90,18 +90,29 @@ std::optional<nlohmann::json> read_result(const fs::path& dir) {
   return j;
 }
 
+// Every (arm, seed) in run order (arms interleaved within a seed), with the
+// metrics of those already finished.
+ExperimentRuns planned_runs(const Experiment& e) {
+  ExperimentRuns out;
+  for (int64_t seed : e.seeds)
+    for (const Arm& arm : e.arms) {
+      RunRecord r;
+      r.arm = arm.name;
+      r.seed = seed;
+      r.dir = run_folder(e, arm.name, seed);
+      if (auto result = read_result(r.dir)) {
+        r.metrics = read_run_metrics(r.dir, (*result)["wall_seconds"].get<double>(), (*result)["diverged"].get<bool>());
+        r.finished = true;
+      }
+      out.runs.push_back(std::move(r));
+    }
+  return out;
+}
+
 class Scheduler {
  public:
-  Scheduler(const Experiment& e, const std::vector<ResolvedSettings>& settings) : e_(e), settings_(settings) {
-    for (int64_t seed : e.seeds)
-      for (const Arm& arm : e.arms) {
-        RunRecord r;
-        r.arm = arm.name;
-        r.seed = seed;
-        r.dir = run_folder(e, arm.name, seed);
-        runs_.runs.push_back(std::move(r));
-      }
-  }
+  Scheduler(const Experiment& e, const std::vector<ResolvedSettings>& settings)
+      : e_(e), settings_(settings), runs_(planned_runs(e)) {}
 
   ExperimentRuns run() {
     adopt_finished();
@@ -146,10 +157,6 @@ class Scheduler {
         throw ConfigError({{{(r.dir / "ab_key").string(), 0, 0},
                             "this run folder belongs to an experiment with other settings (arm \"" + r.arm +
                                 "\" changed since): use another --out, or remove the folder"}});
-      if (auto result = read_result(r.dir)) {
-        r.metrics = read_run_metrics(r.dir, (*result)["wall_seconds"].get<double>(), (*result)["diverged"].get<bool>());
-        r.finished = true;
-      }
     }
     update_hopeless();
   }
@@ -263,21 +270,6 @@ ExperimentRuns run_experiment(const Experiment& e, const std::vector<ResolvedSet
   return Scheduler(e, settings).run();
 }
 
-ExperimentRuns read_experiment_runs(const Experiment& e) {
-  ExperimentRuns out;
-  for (int64_t seed : e.seeds)
-    for (const Arm& arm : e.arms) {
-      RunRecord r;
-      r.arm = arm.name;
-      r.seed = seed;
-      r.dir = run_folder(e, arm.name, seed);
-      if (auto result = read_result(r.dir)) {
-        r.metrics = read_run_metrics(r.dir, (*result)["wall_seconds"].get<double>(), (*result)["diverged"].get<bool>());
-        r.finished = true;
-      }
-      out.runs.push_back(std::move(r));
-    }
-  return out;
-}
+ExperimentRuns read_experiment_runs(const Experiment& e) { return planned_runs(e); }
 
 }  // namespace ftcore::ab

@@ -182,17 +182,23 @@ void ProcessGroup::wait_work(const std::shared_ptr<WorkHandle>& handle, const st
   communication_seconds_ += seconds_since(started);
 }
 
+template <typename Issue>
+std::shared_ptr<WorkHandle> ProcessGroup::issue(const std::string& what, Issue&& call) {
+  auto handle = std::make_shared<WorkHandle>();
+  try {
+    handle->work = call(*impl_->backend);
+  } catch (const std::exception& e) {
+    fail(what, e, 0.0);
+  }
+  return handle;
+}
+
 PendingCollective ProcessGroup::all_reduce_sum_async(at::Tensor& tensor, std::string what) {
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions options;
   options.reduceOp = c10d::ReduceOp::SUM;
   options.timeout = impl_->timeout;
-  auto handle = std::make_shared<WorkHandle>();
-  try {
-    handle->work = impl_->backend->allreduce(tensors, options);
-  } catch (const std::exception& e) {
-    fail(what, e, 0.0);
-  }
+  auto handle = issue(what, [&](c10d::Backend& b) { return b.allreduce(tensors, options); });
   return {std::move(handle), std::move(what)};
 }
 
@@ -212,25 +218,13 @@ void ProcessGroup::broadcast(at::Tensor& tensor, int root, const std::string& wh
   c10d::BroadcastOptions options;
   options.rootRank = root;
   options.timeout = impl_->timeout;
-  auto handle = std::make_shared<WorkHandle>();
-  try {
-    handle->work = impl_->backend->broadcast(tensors, options);
-  } catch (const std::exception& e) {
-    fail(what, e, 0.0);
-  }
-  wait_work(handle, what);
+  wait_work(issue(what, [&](c10d::Backend& b) { return b.broadcast(tensors, options); }), what);
 }
 
 void ProcessGroup::barrier(const std::string& what) {
   c10d::BarrierOptions options;
   options.timeout = impl_->timeout;
-  auto handle = std::make_shared<WorkHandle>();
-  try {
-    handle->work = impl_->backend->barrier(options);
-  } catch (const std::exception& e) {
-    fail(what, e, 0.0);
-  }
-  wait_work(handle, what);
+  wait_work(issue(what, [&](c10d::Backend& b) { return b.barrier(options); }), what);
 }
 
 double ProcessGroup::take_communication_seconds() {

@@ -71,6 +71,9 @@ class ProcessGroup {
   ProcessGroup(int rank, int size, c10::Device device);
   [[noreturn]] void fail(const std::string& what, const std::exception& error, double waited_seconds) const;
   void wait_work(const std::shared_ptr<WorkHandle>& work, const std::string& what);
+  // Starts a collective on the backend; a failure to start becomes fail().
+  template <typename Issue>
+  std::shared_ptr<WorkHandle> issue(const std::string& what, Issue&& call);
 
   int rank_;
   int size_;
