@@ -23,13 +23,22 @@ std::size_t draw_index(std::mt19937_64& rng, std::uint64_t bound) {
   }
 }
 
-std::vector<double> resample_means(const std::vector<double>& d, std::uint64_t seed, int resamples) {
+// Means of `resamples` resamples of `sorted` (ascending). Each resample's sum is
+// taken as sum_i count_i x sorted_i in index order, so every ordering of the
+// same multiset gives bitwise the same mean: in particular the resamples that
+// are permutations of the data tie with theta exactly (theta is summed the
+// same way), as the "ties count half" of z0 intends, instead of landing an
+// ulp either side depending on summation order.
+std::vector<double> resample_means(const std::vector<double>& sorted, std::uint64_t seed, int resamples) {
   std::mt19937_64 rng(seed);
-  const std::size_t n = d.size();
+  const std::size_t n = sorted.size();
   std::vector<double> means(static_cast<std::size_t>(resamples));
+  std::vector<unsigned> counts(n);
   for (double& mean : means) {
+    std::fill(counts.begin(), counts.end(), 0u);
+    for (std::size_t k = 0; k < n; ++k) ++counts[draw_index(rng, n)];
     double sum = 0;
-    for (std::size_t k = 0; k < n; ++k) sum += d[draw_index(rng, n)];
+    for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(counts[i]) * sorted[i];
     mean = sum / static_cast<double>(n);
   }
   return means;
@@ -50,10 +59,12 @@ BootstrapInterval bca_interval_of_mean(const std::vector<double>& deltas, std::u
                                        double confidence) {
   if (deltas.size() < 2) throw std::invalid_argument("bca_interval_of_mean: need at least 2 values");
   if (resamples < 1) throw std::invalid_argument("bca_interval_of_mean: resamples must be >= 1");
-  const double n = static_cast<double>(deltas.size());
-  const double theta = std::accumulate(deltas.begin(), deltas.end(), 0.0) / n;
+  std::vector<double> sorted = deltas;
+  std::sort(sorted.begin(), sorted.end());
+  const double n = static_cast<double>(sorted.size());
+  const double theta = std::accumulate(sorted.begin(), sorted.end(), 0.0) / n;  // summed as resample_means does
 
-  std::vector<double> means = resample_means(deltas, seed, resamples);
+  std::vector<double> means = resample_means(sorted, seed, resamples);
   std::sort(means.begin(), means.end());
   const double alpha = (1 - confidence) / 2;
 

@@ -20,6 +20,9 @@
 // DegenerateDataWarning); we return the plain percentile interval [q_0.025,
 // q_0.975] of theta* instead and say so in `method`.
 //
+// Resample means are summed in one canonical order (see resample_means), so the
+// resamples that reorder the data tie with theta exactly; scipy's np.mean sums
+// in data order, where such ties can miss by an ulp and shift z0 at small n.
 // Resample indices come from std::mt19937_64 (whose output the C++ standard
 // fixes) through rejection sampling, not std::uniform_int_distribution (whose
 // algorithm each standard library chooses), so a seed gives the same interval

@@ -63,7 +63,7 @@ struct PairedComparison {
   double bca_acceleration = 0;          // a of the BCa interval (0 unless ci_method is "BCa")
   double t_statistic = 0, t_p_value = 1;                // paired t-test, two-sided (== scipy.stats.ttest_rel)
   double wilcoxon_statistic = 0, wilcoxon_p_value = 1;  // signed-rank, two-sided (== scipy.stats.wilcoxon defaults)
-  std::string wilcoxon_method;          // "exact" or "normal" (see signed_rank_test.h)
+  std::string wilcoxon_method;          // "exact", "normal" or "none" (see signed_rank_test.h)
   double probability_of_improvement = 0;  // P(treatment better than control) over seeds, ties count 1/2
   double cohens_dz = 0;                   // mean_delta / sd_delta (see degenerate inputs above)
   double holm_p_value = 1;                // t_p_value until holm_adjust sets it

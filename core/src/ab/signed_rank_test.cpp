@@ -95,7 +95,10 @@ SignedRankResult signed_rank_test(const std::vector<double>& deltas) {
   }
   SignedRankResult result;
   result.statistic = std::min(doubled_r_plus, doubled_total - doubled_r_plus) / 2.0;
-  if (m == 0) return result;  // nothing to test: p = 1
+  if (m == 0) {  // nothing to test: p = 1
+    result.method = "none";
+    return result;
+  }
 
   const std::size_t with_zeros = deltas.size();
   const bool has_zeros = m < with_zeros;

@@ -26,7 +26,7 @@
 //   z = (R+ - m(m+1)/4) / sqrt((m(m+1)(2m+1) - sum_ties (t^3 - t)/2) / 24),
 //   p = 2 P(Z > |z|),
 // the tie term summing over groups of t equal nonzero |d| (Lehmann 1975, 3.3).
-// All d zero (m == 0): p = 1 (scipy: 1 for N <= 13, NaN above).
+// All d zero (m == 0): p = 1, method "none" (scipy: 1 for N <= 13, NaN above).
 #pragma once
 
 #include <string>
@@ -37,7 +37,7 @@ namespace ftcore::ab {
 struct SignedRankResult {
   double statistic = 0;          // min(R+, R-)
   double p_value = 1;            // two-sided
-  std::string method = "exact";  // "exact" (DP over sign patterns) or "normal"
+  std::string method = "exact";  // "exact" (DP over sign patterns), "normal", or "none" (every d is 0)
 };
 
 SignedRankResult signed_rank_test(const std::vector<double>& deltas);
