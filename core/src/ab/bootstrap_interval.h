@@ -1,6 +1,7 @@
 // bootstrap_interval: the 95% bias-corrected and accelerated (BCa) bootstrap
-// confidence interval of the mean of the paired differences (Efron 1987;
-// Efron & Tibshirani, An Introduction to the Bootstrap, 1993, 14.3 and 15.4),
+// confidence interval of the mean of the paired differences (Efron, "Better
+// bootstrap confidence intervals", JASA 1987; Efron & Tibshirani, An
+// Introduction to the Bootstrap, 1993, section 14.3),
 // computed the way scipy.stats.bootstrap((d,), np.mean, method='BCa') does, so
 // the two agree up to Monte-Carlo error (they use different random streams).
 //

@@ -5,8 +5,8 @@
 // "with this noise, n seeds resolve effects of about this size").
 //
 // Under a true mean delta mu the t statistic follows the noncentral t with
-// df = n - 1 and noncentrality lambda = mu sqrt(n) / sd (Cohen 1988, ch. 2;
-// Owen 1965). With c = t_(1 - alpha/2, df) the test's critical value,
+// df = n - 1 and noncentrality lambda = mu sqrt(n) / sd (Cohen, Statistical
+// Power Analysis for the Behavioral Sciences, 1988, ch. 2). With c = t_(1 - alpha/2, df) the test's critical value,
 //   power(lambda) = P(T'_(df, lambda) > c) + P(T'_(df, lambda) < -c),
 // which increases with lambda >= 0 from alpha at lambda = 0. We solve
 // power(lambda) = target for lambda with TOMS 748 (boost::math::tools) on

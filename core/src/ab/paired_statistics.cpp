@@ -19,6 +19,7 @@ namespace ftcore::ab {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
+constexpr double kRoundingUlps = 8;  // see spread_is_rounding
 
 void check_inputs(const std::vector<double>& control, const std::vector<double>& treatment, int resamples) {
   if (control.size() != treatment.size())
@@ -37,6 +38,17 @@ double sample_sd(const std::vector<double>& d, double mean) {
   double sum_squares = 0;
   for (double x : d) sum_squares += (x - mean) * (x - mean);
   return std::sqrt(sum_squares / static_cast<double>(d.size() - 1));
+}
+
+// Metrics like k/50 are not exact in binary, so seeds that all gain exactly
+// 0.1 give deltas 0.1 +- 1e-17: without this, that would be t ~ 1e16 and
+// "better", while bitwise-equal deltas are degenerate. Spreads within a few
+// ulps of the inputs' magnitude count as zero.
+bool spread_is_rounding(double sd, const std::vector<double>& control, const std::vector<double>& treatment) {
+  double magnitude = 0;
+  for (std::size_t k = 0; k < control.size(); ++k)
+    magnitude = std::max({magnitude, std::fabs(control[k]), std::fabs(treatment[k])});
+  return sd <= kRoundingUlps * std::numeric_limits<double>::epsilon() * magnitude;
 }
 
 // The signed infinity of c / 0, or 0 for 0 / 0: what t and d_z are at sd == 0.
@@ -62,8 +74,9 @@ void fill_interval(PairedComparison& c, std::uint64_t seed, int resamples) {
   } else if (c.n == 1) {
     c.ci_low = -kInfinity;
     c.ci_high = kInfinity;
-  } else if (c.sd_delta == 0) {
-    c.ci_low = c.ci_high = c.mean_delta;
+  } else if (c.sd_delta == 0) {  // every resample mean lies within the deltas' rounding spread
+    c.ci_low = *std::min_element(c.deltas.begin(), c.deltas.end());
+    c.ci_high = *std::max_element(c.deltas.begin(), c.deltas.end());
   } else {
     const BootstrapInterval ci = bca_interval_of_mean(c.deltas, seed, resamples);
     c.ci_low = ci.low;
@@ -96,6 +109,7 @@ PairedComparison compare_paired(const std::vector<double>& control, const std::v
   for (std::size_t k = 0; k < c.n; ++k) c.deltas[k] = treatment[k] - control[k];
   if (c.n > 0) c.mean_delta = std::accumulate(c.deltas.begin(), c.deltas.end(), 0.0) / static_cast<double>(c.n);
   c.sd_delta = sample_sd(c.deltas, c.mean_delta);
+  if (spread_is_rounding(c.sd_delta, control, treatment)) c.sd_delta = 0;
 
   fill_t_test(c);
   const SignedRankResult wilcoxon = signed_rank_test(c.deltas);

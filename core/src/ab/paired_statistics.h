@@ -13,8 +13,8 @@
 //                          ties averaged; p as scipy.stats.wilcoxon(d) with its
 //                          defaults (zero_method='wilcox', correction=False,
 //                          method='auto', scipy 1.17): see signed_rank_test.h.
-//   95% CI of mean_delta   BCa bootstrap (Efron & Tibshirani 1993, 14.3 and
-//                          eq. 14.15; == scipy.stats.bootstrap(method='BCa') up
+//   95% CI of mean_delta   BCa bootstrap (Efron 1987; Efron & Tibshirani 1993,
+//                          section 14.3; == scipy.stats.bootstrap(method='BCa') up
 //                          to Monte-Carlo error): see bootstrap_interval.h.
 //   probability_of_improvement  (#better + #ties / 2) / n over the seeds.
 //   cohens_dz              mean / sd (Cohen 1988, d for paired samples).
@@ -34,8 +34,13 @@
 //                  is 1 (scipy would give p = 0 for c != 0; we refuse to claim a
 //                  difference from data whose spread is zero), t_statistic and
 //                  cohens_dz are 0 when c == 0 and +-inf otherwise; the CI is
-//                  [c, c] (every resample has mean c), minimum_detectable_effect
-//                  0; Wilcoxon is computed as usual (all d == 0 gives p = 1).
+//                  [min d, max d] (every resample mean lies there; [c, c]),
+//                  minimum_detectable_effect 0; Wilcoxon is computed as usual on
+//                  the raw d (all d == 0 gives p = 1).
+//                  "Equal" is up to rounding: an sd <= 8 ulps of the largest
+//                  |control| or |treatment| is set to 0, because seeds that all
+//                  gain exactly 0.1 on a k/50 metric give d = 0.1 +- 1e-17, which
+//                  scipy reads as t ~ 1e16, p ~ 1e-32.
 //   The verdict for all of these is "no detectable difference".
 // Errors: std::invalid_argument when the two vectors differ in length, when a
 // value is not finite, or when resamples < 1.

@@ -25,7 +25,9 @@
 // Normal approximation (no continuity correction, scipy's default):
 //   z = (R+ - m(m+1)/4) / sqrt((m(m+1)(2m+1) - sum_ties (t^3 - t)/2) / 24),
 //   p = 2 P(Z > |z|),
-// the tie term summing over groups of t equal nonzero |d| (Lehmann 1975, 3.3).
+// the tie term summing over groups of t equal nonzero |d| (the usual tie
+// correction of the variance; e.g. Hollander & Wolfe, Nonparametric Statistical
+// Methods, ch. 3).
 // All d zero (m == 0): p = 1, method "none" (scipy: 1 for N <= 13, NaN above).
 #pragma once
 
