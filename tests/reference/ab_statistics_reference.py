@@ -348,8 +348,14 @@ def check_hopeless_and_misc():
     check(out is None and "pair" in err, f"mismatched lengths must fail: {err!r}")
     out, err2 = run_tool({"control": [1.0, 2.0], "treatment": [1.0, 3.0], "higher_is_better": True, "seed": 1, "resamples": 0})
     check(out is None and "resamples" in err2, f"resamples 0 must fail: {err2!r}")
-    print(f"  seed reproducible, resamples=1 -> {one['ci_method']}\n  mismatched lengths -> {err.strip()!r}"
-          f"\n  resamples 0 -> {err2.strip()!r}")
+    base = {"control": [1.0, 2.0, 3.0], "treatment": [0.0, 1.1, 1.9], "higher_is_better": True, "seed": 1, "resamples": 100}
+    out, err3 = run_tool({**base, "margin": -0.1})
+    check(out is None and "margin" in err3, f"negative margin must fail: {err3!r}")
+    out, err4 = run_tool({**base, "margin": 0.1, "hopeless_higher_is_better": False})
+    check(out is None and "higher_is_better" in err4, f"hopeless with the other direction must fail: {err4!r}")
+    for what, e in (("mismatched lengths", err), ("resamples 0", err2), ("margin -0.1", err3), ("other direction", err4)):
+        print(f"  {what} -> {e.strip()!r}")
+    print(f"  seed reproducible, resamples=1 -> {one['ci_method']}")
 
 
 def main():

@@ -5,7 +5,8 @@
 //
 // IN is one case or a list of cases:
 //   {"control": [..], "treatment": [..], "higher_is_better": bool, "seed": int,
-//    "resamples": int, "margin": number (optional: also report hopeless())}
+//    "resamples": int, "margin": number (optional: also report hopeless()),
+//    "hopeless_higher_is_better": bool (optional: what hopeless() is told; to test its check)}
 // A list is taken as the arms of one metric: every case is compared, then
 // holm_adjust runs over all of them (alpha from an optional top-level
 // {"alpha": a, "cases": [..]} form, else 0.05). The output mirrors the input's
@@ -65,7 +66,9 @@ ab::PairedComparison compare_case(const json& in) {
 }
 
 json with_hopeless(json out, const json& in, const ab::PairedComparison& c) {
-  if (in.contains("margin")) out["hopeless"] = ab::hopeless(c, c.higher_is_better, in.at("margin").get<double>());
+  if (in.contains("margin"))
+    out["hopeless"] = ab::hopeless(c, in.value("hopeless_higher_is_better", c.higher_is_better),
+                                   in.at("margin").get<double>());
   return out;
 }
 

@@ -59,6 +59,7 @@ BootstrapInterval bca_interval_of_mean(const std::vector<double>& deltas, std::u
                                        double confidence) {
   if (deltas.size() < 2) throw std::invalid_argument("bca_interval_of_mean: need at least 2 values");
   if (resamples < 1) throw std::invalid_argument("bca_interval_of_mean: resamples must be >= 1");
+  if (!(confidence > 0 && confidence < 1)) throw std::invalid_argument("bca_interval_of_mean: confidence must be in (0, 1)");
   std::vector<double> sorted = deltas;
   std::sort(sorted.begin(), sorted.end());
   const double n = static_cast<double>(sorted.size());
@@ -91,20 +92,14 @@ BootstrapInterval bca_interval_of_mean(const std::vector<double>& deltas, std::u
       const double shifted = z0 + z;
       return boost::math::cdf(standard_normal, z0 + shifted / (1 - a * shifted));
     };
-    // The level formula can leave [0, 1] only through a nonfinite argument
-    // (1 - a (z0 + z) == 0): then BCa is undefined.
-    const double shifted_low = z0 + z_low, shifted_high = z0 - z_low;
-    if (1 - a * shifted_low != 0 && 1 - a * shifted_high != 0) {
-      const double level_low = adjusted_level(z_low);
-      const double level_high = adjusted_level(-z_low);
-      if (std::isfinite(level_low) && std::isfinite(level_high)) {
-        out.low = linear_quantile(means, level_low);
-        out.high = linear_quantile(means, level_high);
-        out.method = "BCa";
-        out.bias_correction = z0;
-        out.acceleration = a;
-        return out;
-      }
+    // At 1 == a (z0 + z) the level formula divides by zero: BCa is undefined there.
+    if (1 - a * (z0 + z_low) != 0 && 1 - a * (z0 - z_low) != 0) {
+      out.low = linear_quantile(means, adjusted_level(z_low));
+      out.high = linear_quantile(means, adjusted_level(-z_low));
+      out.method = "BCa";
+      out.bias_correction = z0;
+      out.acceleration = a;
+      return out;
     }
   }
   out.low = linear_quantile(means, alpha);

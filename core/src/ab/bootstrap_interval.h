@@ -17,7 +17,7 @@
 //   interval         the alpha_1 and alpha_2 quantiles of theta*, interpolated
 //                    linearly between order statistics (numpy's 'linear', type 7).
 // Percentile fallback: when z0 is infinite (every resample on one side of theta)
-// or the levels are not finite, BCa is undefined (scipy returns NaN and warns
+// or a level's denominator 1 - a (z0 + z) is 0, BCa is undefined (scipy returns NaN and warns
 // DegenerateDataWarning); we return the plain percentile interval [q_0.025,
 // q_0.975] of theta* instead and say so in `method`.
 //
