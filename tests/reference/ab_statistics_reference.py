@@ -49,6 +49,11 @@ from scipy import integrate, optimize, stats
 TOOL = sys.argv[1]
 REFERENCE_RESAMPLES = 1_000_000
 failures = []
+worst = {}  # quantity -> largest deviation seen, printed at the end
+
+
+def note(quantity, deviation):
+    worst[quantity] = max(worst.get(quantity, 0.0), deviation)
 
 
 def check(ok, what):
@@ -169,7 +174,7 @@ def check_bca(name, d, ours_by_resamples):
     levels = bca_levels(z0_ref, a_ref)
     ref_ci = (ref.confidence_interval.low, ref.confidence_interval.high)
     quantile = lambda p: float(np.quantile(dist, min(max(p, 0.0), 1.0)))  # noqa: E731
-    worst = 0.0
+    largest = 0.0
     for resamples, ours in ours_by_resamples.items():
         check(ours["ci_method"] == "BCa", f"{name}: ci_method {ours['ci_method']} at B={resamples}")
         check(close(ours["bca_acceleration"], a_ref, 1e-9, 1e-14),
@@ -182,7 +187,9 @@ def check_bca(name, d, ours_by_resamples):
             tol = max(abs(quantile(levels[endpoint] + window) - q), abs(q - quantile(levels[endpoint] - window)))
             tol += 1e-12 * (abs(q) + se)
             diff = abs(ours[key] - ref_ci[endpoint])
-            worst = max(worst, diff / se)
+            largest = max(largest, diff / se)
+            note(f"BCa endpoint at B={resamples}, |ours - scipy(10^6)| / se", diff / se)
+            note(f"BCa endpoint at B={resamples}, |ours - scipy(10^6)| / tolerance", diff / tol)
             print(f"    BCa B={resamples:>7} {key:7s} ours {ours[key]: .6f} scipy {ref_ci[endpoint]: .6f}"
                   f"  |diff| {diff / se:.4f} se  tol {tol / se:.4f} se")
             check(diff <= tol, f"{name}: {key} at B={resamples}: |{ours[key]} - {ref_ci[endpoint]}| > {tol}")
@@ -191,7 +198,9 @@ def check_bca(name, d, ours_by_resamples):
         z_tol = 4 * math.hypot(sdz_ours, sdz_ref) + 1e-12
         check(abs(ours["bca_bias_correction"] - z0_ref) <= z_tol,
               f"{name}: z0 {ours['bca_bias_correction']} vs {z0_ref} (tol {z_tol})")
-    return worst
+        note("BCa acceleration, |ours - jackknife|", abs(ours["bca_acceleration"] - a_ref))
+        note(f"BCa z0 at B={resamples}, |ours - scipy(10^6)| / tolerance", abs(ours["bca_bias_correction"] - z0_ref) / z_tol)
+    return largest
 
 
 # ---- one case ---------------------------------------------------------------------------------
@@ -223,6 +232,7 @@ def check_case(name, control, treatment, higher_is_better=True):
         check(ours["wilcoxon_statistic"] == float(w.statistic), f"{name}: W {ours['wilcoxon_statistic']} vs {w.statistic}")
         check(close(ours["wilcoxon_p_value"], ref_p, 0, 1e-12), f"{name}: Wilcoxon p {ours['wilcoxon_p_value']} vs {ref_p}")
         report["dW_p"] = abs(ours["wilcoxon_p_value"] - ref_p)
+        note(f"Wilcoxon p, |ours - scipy| ({ours['wilcoxon_method']})", report["dW_p"])
         if n <= 13 and np.any(d != 0):
             bf = brute_force_wilcoxon_p(d)
             check(close(ours["wilcoxon_p_value"], bf, 0, 1e-12), f"{name}: Wilcoxon p vs brute force {bf}")
@@ -234,10 +244,13 @@ def check_case(name, control, treatment, higher_is_better=True):
         check(close(ours["t_p_value"], t.pvalue, 1e-9, 1e-15 if t.pvalue < 1e-6 else 0),
               f"{name}: t p {ours['t_p_value']} vs {t.pvalue}")
         report["rel_dt_p"] = abs(ours["t_p_value"] - t.pvalue) / t.pvalue
+        note("t statistic, relative", abs(ours["t_statistic"] - t.statistic) / abs(t.statistic))
+        note("t p-value, relative", report["rel_dt_p"])
         check(close(ours["cohens_dz"], d.mean() / sd, 1e-12), f"{name}: d_z {ours['cohens_dz']}")
         mde = mde_reference(n, sd)
         check(close(ours["minimum_detectable_effect"], mde, 1e-9), f"{name}: MDE {ours['minimum_detectable_effect']} vs {mde}")
         report["rel_dMDE"] = abs(ours["minimum_detectable_effect"] - mde) / mde
+        note("minimum detectable effect, relative", report["rel_dMDE"])
         big = compare(control, treatment, higher_is_better, resamples=REFERENCE_RESAMPLES)
         report["worst_dCI_se"] = check_bca(name, d, {10000: ours, REFERENCE_RESAMPLES: big})
     else:  # documented degenerate values (paired_statistics.h)
@@ -315,6 +328,7 @@ def check_holm():
         expected = holm_reference(raw)
         for i, o in enumerate(out):
             check(close(o["holm_p_value"], expected[i], 1e-9, 1e-15), f"holm arm {i}: {o['holm_p_value']} vs {expected[i]}")
+            note("Holm p, relative", abs(o["holm_p_value"] - expected[i]) / expected[i])
             check(o["verdict"] == verdict_reference(o, expected[i], alpha), f"holm arm {i}: verdict {o['verdict']}")
         print(f"  alpha={alpha}: raw p " + " ".join(f"{p:.3g}" for p in raw))
         print("            holm  " + " ".join(f"{o['holm_p_value']:.3g}" for o in out))
@@ -366,6 +380,9 @@ def main():
         check_case(name, control, treatment, *rest)
     check_holm()
     check_hopeless_and_misc()
+    print("largest deviations:")
+    for quantity, deviation in sorted(worst.items()):
+        print(f"  {quantity:60s} {deviation:.3g}")
     if failures:
         print(f"FAILED: {len(failures)} checks")
         return 1
