@@ -24,14 +24,16 @@ For every case:
     0.02 x se at 10^6 for smooth cases, up to an atom's gap where few seeds make
     the bootstrap distribution discrete; it is printed), and it must stay below
     1 x se at 10000 and 0.15 x se at 10^6 so the check has teeth. scipy gets a
-    mean summed in sorted order,
-    as ours sums in one canonical order, so resamples that reorder the data tie
-    with the observed mean exactly on both sides (see bootstrap_interval.h).
+    mean summed in sorted order, as ours sums in one canonical order, so
+    resamples that reorder the data tie with the observed mean exactly on both
+    sides (see bootstrap_interval.h).
   - the verdict from its definition; documented values for degenerate inputs.
 Then Holm over the arms of one metric vs Holm computed here from its definition
 (with tied and capped p-values), hopeless() on clearly bad and good arms,
-reproducibility for a seed, the percentile fallback, and the error for mismatched
-lengths. Exits 1 on any failure.
+reproducibility for a seed, the percentile fallback, and the errors (mismatched
+lengths, resamples 0, a negative margin, hopeless() told the other direction).
+The definitions used as references are in ab_statistics_definitions.py.
+Exits 1 on any failure.
 
 usage: ab_statistics_reference.py AB_STATS_TOOL
 """
@@ -39,16 +41,23 @@ import json
 import math
 import subprocess
 import sys
+import os
 import tempfile
 import warnings
 
 import numpy as np
 import scipy
-from scipy import integrate, optimize, stats
+from scipy import stats
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_statistics_definitions import (  # noqa: E402
+    bca_levels, brute_force_wilcoxon_p, holm_reference, jackknife_acceleration, level_sd, mde_reference,
+    scipy_wilcoxon_path, verdict_reference)
 
 TOOL = sys.argv[1]
 REFERENCE_RESAMPLES = 1_000_000
 failures = []
+paths_seen = set()  # scipy Wilcoxon computations the cases reached
 worst = {}  # quantity -> largest deviation seen, printed at the end
 
 
@@ -91,78 +100,7 @@ def sorted_mean(x, axis=-1):
     return np.sort(x, axis=axis).sum(axis=axis) / x.shape[axis]
 
 
-# ---- references computed here from definitions ---------------------------------------------
-def brute_force_wilcoxon_p(d):
-    """Two-sided p over all 2^n sign flips of the nonzero |d| (average ranks), as the permutation test."""
-    nz = d[d != 0]
-    ranks = stats.rankdata(np.abs(nz))
-    observed = ranks[nz > 0].sum()
-    signs = (np.arange(2 ** len(nz))[:, None] >> np.arange(len(nz))) & 1
-    null = signs @ ranks
-    return min(1.0, 2 * min(np.mean(null <= observed), np.mean(null >= observed)))
-
-
-def jackknife_acceleration(d):
-    theta_i = np.array([np.delete(d, i).mean() for i in range(len(d))])
-    u = (len(d) - 1) * (theta_i.mean() - theta_i)
-    return (u ** 3).sum() / (6 * ((u ** 2).sum()) ** 1.5)
-
-
-def nct_below(x, df, lam):
-    """P(T' < x) for the noncentral t; scipy's nct.cdf is NaN far in the lower tail at df = 1,
-    so there it is integrated from T' = (Z + lam) / sqrt(V / df), V ~ chi2(df)."""
-    p = stats.nct.cdf(x, df, lam)
-    if math.isnan(p):
-        p = integrate.quad(lambda v: stats.norm.cdf(x * math.sqrt(v / df) - lam) * stats.chi2.pdf(v, df),
-                           0, math.inf)[0]
-    return p
-
-
-def mde_reference(n, sd, alpha=0.05, power=0.8):
-    df = n - 1
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    f = lambda lam: stats.nct.sf(crit, df, lam) + nct_below(-crit, df, lam) - power  # noqa: E731
-    high = 1.0
-    while f(high) < 0:  # scipy's nct is NaN far out (df = 2 at lambda ~ 80): bracket tightly
-        high *= 2
-    return optimize.brentq(f, 0.0, high, xtol=1e-14, rtol=1e-15) * sd / math.sqrt(n)
-
-
-def holm_reference(p):
-    m = len(p)
-    order = sorted(range(m), key=lambda i: p[i])
-    adjusted, running = [0.0] * m, 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        adjusted[i] = running
-    return adjusted
-
-
-def verdict_reference(c, holm_p, alpha=0.05):
-    if not holm_p < alpha:
-        return "no detectable difference"
-    up, down = c["mean_delta"] > 0 and c["ci_low"] > 0, c["mean_delta"] < 0 and c["ci_high"] < 0
-    if not (up or down):
-        return "no detectable difference"
-    return "better" if up == c["higher_is_better"] else "worse"
-
-
 # ---- the BCa comparison -----------------------------------------------------------------------
-def bca_levels(z0, a, alpha=0.025):
-    out = []
-    for z in (stats.norm.ppf(alpha), stats.norm.ppf(1 - alpha)):
-        out.append(stats.norm.cdf(z0 + (z0 + z) / (1 - a * (z0 + z))))
-    return out
-
-
-def level_sd(level, below_fraction, z0, a, resamples, endpoint):
-    """Monte-Carlo sd of the level at which a B-resample BCa interval reads its quantile."""
-    sd_z0 = math.sqrt(below_fraction * (1 - below_fraction) / resamples) / stats.norm.pdf(z0)
-    h = 1e-6
-    slope = (bca_levels(z0 + h, a)[endpoint] - bca_levels(z0 - h, a)[endpoint]) / (2 * h)
-    return math.sqrt(level * (1 - level) / resamples + (slope * sd_z0) ** 2), sd_z0
-
-
 def check_bca(name, d, ours_by_resamples):
     se = d.std(ddof=1) / math.sqrt(len(d))
     ref = stats.bootstrap((d,), sorted_mean, vectorized=True, method="BCa", n_resamples=REFERENCE_RESAMPLES,
@@ -233,6 +171,13 @@ def check_case(name, control, treatment, higher_is_better=True):
         check(close(ours["wilcoxon_p_value"], ref_p, 0, 1e-12), f"{name}: Wilcoxon p {ours['wilcoxon_p_value']} vs {ref_p}")
         report["dW_p"] = abs(ours["wilcoxon_p_value"] - ref_p)
         note(f"Wilcoxon p, |ours - scipy| ({ours['wilcoxon_method']})", report["dW_p"])
+        nonzero = np.abs(d[d != 0])
+        ties, zeros = len(np.unique(nonzero)) < len(nonzero), int(np.sum(d == 0))
+        path = scipy_wilcoxon_path(n, ties, zeros, len(nonzero))
+        paths_seen.add(path)
+        report["ties"], report["zeros"] = ties, zeros
+        check(ours["wilcoxon_method"] == {"exact": "exact", "permutation": "exact"}.get(path, path),
+              f"{name}: Wilcoxon method {ours['wilcoxon_method']} where scipy takes {path}")
         if n <= 13 and np.any(d != 0):
             bf = brute_force_wilcoxon_p(d)
             check(close(ours["wilcoxon_p_value"], bf, 0, 1e-12), f"{name}: Wilcoxon p vs brute force {bf}")
@@ -261,7 +206,9 @@ def check_case(name, control, treatment, higher_is_better=True):
         check(ours["cohens_dz"] == (0.0 if c == 0 or n < 2 else math.copysign(inf, c)), f"{name}: degenerate d_z")
         expected_ci = {0: (0.0, 0.0), 1: (-inf, inf)}.get(n, (float(np.min(d)) if n else 0.0, float(np.max(d)) if n else 0.0))
         if rounding and c != 0:
-            report["scipy_t_p"] = float(stats.ttest_rel(treatment, control).pvalue)
+            with warnings.catch_warnings():  # scipy warns of catastrophic cancellation, rightly
+                warnings.simplefilter("ignore", RuntimeWarning)
+                report["scipy_t_p"] = float(stats.ttest_rel(treatment, control).pvalue)
         check((ours["ci_low"], ours["ci_high"]) == expected_ci and ours["ci_method"] == "none", f"{name}: degenerate CI")
         check(ours["minimum_detectable_effect"] == (inf if n < 2 else 0.0), f"{name}: degenerate MDE")
         check(ours["verdict"] == "no detectable difference", f"{name}: degenerate verdict {ours['verdict']}")
@@ -298,7 +245,7 @@ def synthetic_cases():
         at = g.choice(n, zeros, replace=False)
         t[at] = c[at]
         cases.append((f"zeros {zeros}/{n}", c, t))
-    for n, k in ((13, 0), (14, 0), (8, 1)):  # ties without zeros at scipy's 13/14 switch
+    for n in (13, 14, 8):  # ties without zeros at scipy's 13/14 switch
         c = g.integers(20, 30, n) / 64
         cases.append((f"ties no zeros n={n}", c, c + (g.integers(1, 4, n) * np.where(g.random(n) < 0.7, 1, -1)) / 64))
     loss = g.normal(2.1, 0.05, 8)
@@ -378,6 +325,8 @@ def main():
     for name, control, treatment, *rest in synthetic_cases():
         print(f"  -- {name}")
         check_case(name, control, treatment, *rest)
+    check(paths_seen >= {"exact", "permutation", "normal", "none"}, f"cases reach only scipy paths {paths_seen}")
+    print(f"scipy Wilcoxon paths reached: {sorted(paths_seen)}")
     check_holm()
     check_hopeless_and_misc()
     print("largest deviations:")
