@@ -16,9 +16,20 @@ namespace ftcore::ab {
 
 namespace {
 
+std::string fmt(double v, int digits = 4);
+
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
-std::string fmt(double v, int digits = 4) {
+// A number of summary.json: a JSON number, or "inf"/"-inf"/"nan" (ab_summary.cpp).
+double value_of(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) return j == "inf" ? HUGE_VAL : j == "-inf" ? -HUGE_VAL : std::nan("");
+  return std::nan("");
+}
+
+std::string fmt(const nlohmann::json& j, int digits = 4) { return fmt(value_of(j), digits); }
+
+std::string fmt(double v, int digits) {
   if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
   std::ostringstream o;
   o << std::setprecision(digits) << v;
@@ -116,7 +127,8 @@ std::string deltas_svg(const nlohmann::json& s) {
   Frame f{-0.5, static_cast<double>(stats.size()) - 0.5, 0.0, 0.0};
   for (auto& [arm, c] : stats.items()) {
     for (double d : c["deltas"]) f.y0 = std::min(f.y0, d), f.y1 = std::max(f.y1, d);
-    f.y0 = std::min(f.y0, c["ci95"][0].get<double>()), f.y1 = std::max(f.y1, c["ci95"][1].get<double>());
+    for (const auto& end : c["ci95"])
+      if (std::isfinite(value_of(end))) f.y0 = std::min(f.y0, value_of(end)), f.y1 = std::max(f.y1, value_of(end));
   }
   if (f.y1 - f.y0 < 1e-12) f.y0 -= 1, f.y1 += 1;
   std::ostringstream o;
@@ -127,9 +139,11 @@ std::string deltas_svg(const nlohmann::json& s) {
   for (auto& [arm, c] : stats.items()) {
     const double x = f.px(static_cast<double>(i));
     const char* color = kColors[(i + 1) % 8];
-    o << "<line x1='" << x + 14 << "' y1='" << f.py(c["ci95"][0].get<double>()) << "' x2='" << x + 14 << "' y2='"
-      << f.py(c["ci95"][1].get<double>()) << "' stroke='" << color << "' stroke-width='3'/>"
-      << "<circle cx='" << x + 14 << "' cy='" << f.py(c["mean_delta"].get<double>()) << "' r='5' fill='" << color << "'/>";
+    const double low = std::max(f.y0, value_of(c["ci95"][0])), high = std::min(f.y1, value_of(c["ci95"][1]));
+    if (std::isfinite(low) && std::isfinite(high))
+      o << "<line x1='" << x + 14 << "' y1='" << f.py(low) << "' x2='" << x + 14 << "' y2='" << f.py(high)
+        << "' stroke='" << color << "' stroke-width='3'/>";
+    o << "<circle cx='" << x + 14 << "' cy='" << f.py(value_of(c["mean_delta"])) << "' r='5' fill='" << color << "'/>";
     size_t k = 0;
     for (double d : c["deltas"])
       o << "<circle cx='" << x - 14 + 4.0 * static_cast<double>(k++ % 5) << "' cy='" << f.py(d) << "' r='3' fill='none' stroke='"

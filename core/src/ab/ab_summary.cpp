@@ -1,6 +1,7 @@
 // summary.json and experiment.json (ab_summary.h).
 #include "ab_summary.h"
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -15,13 +16,21 @@ namespace ftcore::ab {
 
 namespace {
 
+// JSON has no infinity: non-finite values (a CI of one seed, an MDE that no
+// number of seeds reaches) are written as the strings "inf", "-inf", "nan".
+nlohmann::json number(double v) {
+  if (std::isfinite(v)) return v;
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
 nlohmann::json comparison_json(const PairedComparison& c) {
-  return {{"n", c.n}, {"deltas", c.deltas}, {"mean_delta", c.mean_delta}, {"sd_delta", c.sd_delta},
-          {"ci95", {c.ci_low, c.ci_high}}, {"t_statistic", c.t_statistic}, {"t_p_value", c.t_p_value},
-          {"wilcoxon_statistic", c.wilcoxon_statistic}, {"wilcoxon_p_value", c.wilcoxon_p_value},
-          {"holm_p_value", c.holm_p_value}, {"probability_of_improvement", c.probability_of_improvement},
-          {"cohens_dz", c.cohens_dz}, {"minimum_detectable_effect", c.minimum_detectable_effect},
-          {"verdict", c.verdict}};
+  return {{"n", c.n}, {"deltas", c.deltas}, {"mean_delta", number(c.mean_delta)}, {"sd_delta", number(c.sd_delta)},
+          {"ci95", {number(c.ci_low), number(c.ci_high)}}, {"ci_method", c.ci_method},
+          {"t_statistic", number(c.t_statistic)}, {"t_p_value", number(c.t_p_value)},
+          {"wilcoxon_statistic", number(c.wilcoxon_statistic)}, {"wilcoxon_p_value", number(c.wilcoxon_p_value)},
+          {"wilcoxon_method", c.wilcoxon_method}, {"holm_p_value", number(c.holm_p_value)},
+          {"probability_of_improvement", number(c.probability_of_improvement)}, {"cohens_dz", number(c.cohens_dz)},
+          {"minimum_detectable_effect", number(c.minimum_detectable_effect)}, {"verdict", c.verdict}};
 }
 
 std::string cpu_description() {
