@@ -73,8 +73,10 @@ class PluginRegistry : public sdk::Registry {
   //   create_optimizer(entry, std::vector<sdk::ParamGroupSpec> groups, options)
   //   create_scheduler(entry, options, const sdk::SchedulerContext& context)
   //   create_adapter / create_quantizer / create_sampler / create_logger(entry, options)
-  // Exceptions from a factory are rethrown as std::runtime_error prefixed
-  // with the component key.
+  // An exception from a factory is rethrown prefixed with the component key
+  // ("optimizer/adamw: ..."): an sdk::OptionError as an sdk::OptionError (the
+  // user's options cannot be honoured together), anything else as a
+  // std::runtime_error.
 #define FTCORE_KIND_CREATE(Type, name, rank, default_name, repeatable, params, args) \
   std::shared_ptr<sdk::Type> create_##name(const RegistryEntry& entry, FTCORE_UNPARENTHESIZE params) const;
   FTCORE_COMPONENT_KINDS(FTCORE_KIND_CREATE)

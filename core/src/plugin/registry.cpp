@@ -8,6 +8,7 @@
 #include "ftcore/sdk/adapter.h"
 #include "ftcore/sdk/logger.h"
 #include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/option_error.h"
 #include "ftcore/sdk/quantizer.h"
 #include "ftcore/sdk/sampler.h"
 #include "ftcore/sdk/scheduler.h"
@@ -56,10 +57,16 @@ const Factory& factory_of(const RegistryEntry& entry, sdk::ComponentKind kind) {
   return std::get<Factory>(entry.factory);
 }
 
+// Prefixes a factory's error with the component key. An OptionError keeps
+// its type, so the CLI can tell "these option values cannot be honoured
+// together" (a config error) from a factory that failed (a runtime error).
+// The new exception copies the message: nothing of it points into the plugin.
 template <typename F>
 auto call_factory(const RegistryEntry& entry, F&& call) {
   try {
     return call();
+  } catch (const sdk::OptionError& e) {
+    throw sdk::OptionError(entry.key() + ": " + e.what());
   } catch (const std::exception& e) {
     throw std::runtime_error(entry.key() + ": " + e.what());
   }

@@ -32,8 +32,9 @@ bool parse_component_kind(const std::string& text, ComponentKind* kind);
 const std::vector<ComponentKind>& all_component_kinds();
 
 // Factories receive validated options; they may throw std::exception with a
-// message for the user (the core reports it with the component's key).
-// OptimizerFactory, SchedulerFactory, ...:
+// message for the user (the core reports it with the component's key). An
+// sdk::OptionError (option_error.h) keeps its type: the user's option values
+// cannot be honoured together. OptimizerFactory, SchedulerFactory, ...:
 #define FTCORE_KIND_FACTORY(Type, name, rank, default_name, repeatable, params, args) \
   using Type##Factory = std::function<std::unique_ptr<Type> params>;
 FTCORE_COMPONENT_KINDS(FTCORE_KIND_FACTORY)
