@@ -1,9 +1,6 @@
 // Checkpoint folders: atomic writes, reading back, rotation.
 #include "checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
@@ -13,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include "ftcore/atomic_file.h"
 #include "ftcore/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -56,13 +54,6 @@ std::vector<uint8_t> base64_decode(const std::string& text, const std::string& o
     }
   }
   return out;
-}
-
-void sync_path(const fs::path& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;  // best effort: a kill of the process is survived without it
-  ::fsync(fd);
-  ::close(fd);
 }
 
 // Tests inject a kill in the middle of a checkpoint write with
@@ -165,45 +156,17 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   return s;
 }
 
-void write_file_atomically(const fs::path& path, const std::string& contents) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-    out << contents;
-    out.close();
-    if (!out) throw std::runtime_error("writing " + tmp.string() + " failed (disk full?)");
-  }
-  sync_path(tmp, false);
-  fs::rename(tmp, path);
-}
-
 fs::path write_checkpoint(const fs::path& run_dir, const CheckpointContents& c) {
   const fs::path final_dir = run_dir / checkpoint_name(c.state.global_step);
-  fs::path tmp_dir = final_dir;
-  tmp_dir += ".tmp";
-  fs::remove_all(tmp_dir);
-  fs::create_directories(tmp_dir);
-  safetensors::write_file(tmp_dir / c.weights_file, c.weights);
-  for (const auto& [name, text] : c.text_files) write_file_atomically(tmp_dir / name, text);
-  maybe_inject_fault(c.state.global_step);
-  safetensors::write_file(tmp_dir / kOptimizerFile, c.optimizer_state);
-  write_file_atomically(tmp_dir / kStateFile, c.state.to_json().dump(2) + "\n");
-  for (const auto& entry : fs::directory_iterator(tmp_dir)) sync_path(entry.path(), false);
-  sync_path(tmp_dir, true);
-  if (fs::exists(final_dir)) {
-    // Saved again at the same step (a resumed run stopping where it started): swap, then drop the old one.
-    fs::path old = final_dir;
-    old += ".old";
-    fs::remove_all(old);
-    fs::rename(final_dir, old);
-    fs::rename(tmp_dir, final_dir);
-    fs::remove_all(old);
-  } else {
-    fs::rename(tmp_dir, final_dir);
-  }
-  sync_path(run_dir, true);
+  // Saved again at the same step (a resumed run stopping where it started),
+  // the old folder is swapped out and dropped once the new one is in place.
+  write_folder_atomically(final_dir, [&](const fs::path& tmp_dir) {
+    safetensors::write_file(tmp_dir / c.weights_file, c.weights);
+    for (const auto& [name, text] : c.text_files) write_file_atomically(tmp_dir / name, text);
+    maybe_inject_fault(c.state.global_step);
+    safetensors::write_file(tmp_dir / kOptimizerFile, c.optimizer_state);
+    write_file_atomically(tmp_dir / kStateFile, c.state.to_json().dump(2) + "\n");
+  });
   return final_dir;
 }
 

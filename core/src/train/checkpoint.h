@@ -23,6 +23,7 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 
+#include "ftcore/atomic_file.h"
 #include "ftcore/sdk/tensor_map.h"
 
 namespace ftcore::train {
@@ -89,7 +90,8 @@ void rotate_checkpoints(const std::filesystem::path& run_dir, int64_t limit, con
 // Removes checkpoint-*.tmp folders left by a killed run.
 void remove_partial_checkpoints(const std::filesystem::path& run_dir);
 
-// Writes a whole file through a temporary name and rename, flushed to disk.
-void write_file_atomically(const std::filesystem::path& path, const std::string& contents);
+// Writes a whole file through <path>.tmp, fsync and rename (ftcore/atomic_file.h);
+// kept under this name for the trainer's callers.
+using ftcore::write_file_atomically;
 
 }  // namespace ftcore::train
