@@ -9,6 +9,8 @@
 function(ftcore_add_plugin)
   cmake_parse_arguments(ARG "NO_INSTALL" "KIND;NAME;OUTPUT_DIRECTORY"
                         "SOURCES;LINK_LIBRARIES;COMPILE_DEFINITIONS" ${ARGN})
+  # The names in sdk/include/ftcore/sdk/component_kinds.h (CMake cannot read
+  # the C++ table when this file is used from an installed package).
   set(_kinds optimizer scheduler adapter quantizer sampler logger)
   if(NOT ARG_KIND IN_LIST _kinds)
     message(FATAL_ERROR "ftcore_add_plugin: KIND must be one of ${_kinds}, got '${ARG_KIND}'")

@@ -1,24 +1,23 @@
-// Names of the six component kinds, as used in registry keys and recipes.
+// Names of the component kinds (sdk/component_kinds.h), as used in registry
+// keys and recipes.
 #include "ftcore/sdk/registry.h"
 
 namespace ftcore::sdk {
 
 const char* component_kind_name(ComponentKind kind) {
   switch (kind) {
-    case ComponentKind::Optimizer: return "optimizer";
-    case ComponentKind::Scheduler: return "scheduler";
-    case ComponentKind::Adapter: return "adapter";
-    case ComponentKind::Quantizer: return "quantizer";
-    case ComponentKind::Sampler: return "sampler";
-    case ComponentKind::Logger: return "logger";
+#define FTCORE_KIND_NAME_CASE(Type, name, ...) \
+  case ComponentKind::Type: return #name;
+    FTCORE_COMPONENT_KINDS(FTCORE_KIND_NAME_CASE)
+#undef FTCORE_KIND_NAME_CASE
   }
   return "?";
 }
 
 const std::vector<ComponentKind>& all_component_kinds() {
-  static const std::vector<ComponentKind> kinds = {
-      ComponentKind::Optimizer, ComponentKind::Scheduler, ComponentKind::Adapter,
-      ComponentKind::Quantizer, ComponentKind::Sampler,   ComponentKind::Logger};
+#define FTCORE_KIND_VALUE(Type, ...) ComponentKind::Type,
+  static const std::vector<ComponentKind> kinds = {FTCORE_COMPONENT_KINDS(FTCORE_KIND_VALUE)};
+#undef FTCORE_KIND_VALUE
   return kinds;
 }
 

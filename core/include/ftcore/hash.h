@@ -1,12 +1,15 @@
-// SHA-256 (FIPS 180-4), for content hashes: the tokenized-data cache key,
-// file hashes in recipe.lock.toml. Incremental: update() any number of times.
+// SHA-256 for content hashes: the tokenized-data cache key, file hashes in
+// recipe.lock.toml. Computed by OpenSSL's libcrypto (core/src/util/hash.cpp).
+// Incremental: update() any number of times.
 #pragma once
 
-#include <array>
-#include <cstdint>
+#include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX, kept out of this header
 
 namespace ftcore {
 
@@ -18,11 +21,10 @@ class Sha256 {
   std::string hex_digest();  // finishes the hash; the object is then spent
 
  private:
-  void compress(const uint8_t* block);
-  std::array<uint32_t, 8> state_;
-  std::array<uint8_t, 64> buffer_{};
-  size_t buffered_ = 0;
-  uint64_t total_bytes_ = 0;
+  struct ContextDeleter {
+    void operator()(evp_md_ctx_st* context) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, ContextDeleter> context_;
 };
 
 std::string sha256_hex(std::string_view text);

@@ -1,4 +1,4 @@
-// Finds and loads plugin libraries (Boost.DLL). Search order (design.md 4):
+// Finds and loads plugin libraries (Boost.DLL). Search order (docs/architecture.md, "The plugin ABI"):
 // explicit paths (--plugin-path, recipe [plugins] paths), FTCORE_PLUGIN_PATH,
 // the plugin folder beside this libftcore (build tree or install prefix:
 // <libdir>/ftcore/plugins), then the configured install prefix. Never the

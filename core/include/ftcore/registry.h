@@ -30,9 +30,11 @@ struct RegistryEntry {
   std::string name;
   std::string summary;
   std::shared_ptr<const sdk::ParamSpec> params;
-  std::variant<sdk::OptimizerFactory, sdk::SchedulerFactory, sdk::AdapterFactory, sdk::QuantizerFactory,
-               sdk::SamplerFactory, sdk::LoggerFactory>
-      factory;
+  // One alternative per kind, in the kinds' order (sdk/component_kinds.h);
+  // std::monostate only closes the list, no entry holds it.
+#define FTCORE_KIND_FACTORY_ALTERNATIVE(Type, ...) sdk::Type##Factory,
+  std::variant<FTCORE_COMPONENT_KINDS(FTCORE_KIND_FACTORY_ALTERNATIVE) std::monostate> factory;
+#undef FTCORE_KIND_FACTORY_ALTERNATIVE
 
   std::string key() const;                    // "optimizer/adamw"
   std::filesystem::path library_path() const; // empty for built-ins
@@ -50,12 +52,10 @@ class PluginRegistry : public sdk::Registry {
   PluginRegistry(const PluginRegistry&) = delete;
   PluginRegistry& operator=(const PluginRegistry&) = delete;
 
-  void add_optimizer(sdk::ComponentInfo info, sdk::OptimizerFactory factory) override;
-  void add_scheduler(sdk::ComponentInfo info, sdk::SchedulerFactory factory) override;
-  void add_adapter(sdk::ComponentInfo info, sdk::AdapterFactory factory) override;
-  void add_quantizer(sdk::ComponentInfo info, sdk::QuantizerFactory factory) override;
-  void add_sampler(sdk::ComponentInfo info, sdk::SamplerFactory factory) override;
-  void add_logger(sdk::ComponentInfo info, sdk::LoggerFactory factory) override;
+  // add_optimizer(info, factory), add_scheduler, ... (one per kind).
+#define FTCORE_KIND_ADD(Type, name, ...) void add_##name(sdk::ComponentInfo info, sdk::Type##Factory factory) override;
+  FTCORE_COMPONENT_KINDS(FTCORE_KIND_ADD)
+#undef FTCORE_KIND_ADD
 
   // Runs a plugin's register function with every entry it adds stamped with
   // `library`. All-or-nothing: on a duplicate key (RegistryError naming both
@@ -68,17 +68,19 @@ class PluginRegistry : public sdk::Registry {
   std::vector<std::string> names(sdk::ComponentKind kind) const;
 
   // Creation; `entry` must come from this registry. Options were validated
-  // against entry.params (see recipe/validate). Exceptions from a factory are
-  // rethrown as std::runtime_error prefixed with the component key.
-  std::shared_ptr<sdk::Optimizer> create_optimizer(const RegistryEntry& entry,
-                                                   std::vector<sdk::ParamGroupSpec> groups,
-                                                   const sdk::Options& options) const;
-  std::shared_ptr<sdk::Scheduler> create_scheduler(const RegistryEntry& entry, const sdk::Options& options,
-                                                   const sdk::SchedulerContext& context) const;
-  std::shared_ptr<sdk::Adapter> create_adapter(const RegistryEntry& entry, const sdk::Options& options) const;
-  std::shared_ptr<sdk::Quantizer> create_quantizer(const RegistryEntry& entry, const sdk::Options& options) const;
-  std::shared_ptr<sdk::Sampler> create_sampler(const RegistryEntry& entry, const sdk::Options& options) const;
-  std::shared_ptr<sdk::Logger> create_logger(const RegistryEntry& entry, const sdk::Options& options) const;
+  // against entry.params (see recipe/validate). One per kind, taking what the
+  // kind's factory takes:
+  //   create_optimizer(entry, std::vector<sdk::ParamGroupSpec> groups, options)
+  //   create_scheduler(entry, options, const sdk::SchedulerContext& context)
+  //   create_adapter / create_quantizer / create_sampler / create_logger(entry, options)
+  // An exception from a factory is rethrown prefixed with the component key
+  // ("optimizer/adamw: ..."): an sdk::OptionError as an sdk::OptionError (the
+  // user's options cannot be honoured together), anything else as a
+  // std::runtime_error.
+#define FTCORE_KIND_CREATE(Type, name, rank, default_name, repeatable, params, args) \
+  std::shared_ptr<sdk::Type> create_##name(const RegistryEntry& entry, FTCORE_UNPARENTHESIZE params) const;
+  FTCORE_COMPONENT_KINDS(FTCORE_KIND_CREATE)
+#undef FTCORE_KIND_CREATE
 
  private:
   template <typename Factory>

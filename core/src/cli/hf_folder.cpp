@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include "ftcore/atomic_file.h"
 #include "ftcore/safetensors.h"
 #include "ftcore/tokenizer.h"
 
@@ -93,12 +94,7 @@ std::vector<sdk::TensorMap> split_shards(const sdk::TensorMap& weights, uint64_t
   return shards;
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error("cannot write " + path.string());
-}
+void write_text(const fs::path& path, const std::string& text) { write_file_atomically(path, text); }
 
 std::string shard_name(size_t index, size_t count) {
   char buffer[64];
@@ -145,20 +141,5 @@ std::vector<std::string> write_folder(const fs::path& tmp, const fs::path& model
     if (fs::exists(model_dir / name)) fs::copy_file(model_dir / name, tmp / name, fs::copy_options::overwrite_existing);
   return files;
 }
-
-// OUT.tmp -> OUT; an existing OUT (--overwrite) is moved aside first and
-// removed only once the new folder is in place.
-void move_into_place(const fs::path& tmp, const fs::path& out) {
-  if (fs::exists(out)) {
-    const fs::path old = out.string() + ".old";
-    fs::remove_all(old);
-    fs::rename(out, old);
-    fs::rename(tmp, out);
-    fs::remove_all(old);
-  } else {
-    fs::rename(tmp, out);
-  }
-}
-
 
 }  // namespace ftcore::cli

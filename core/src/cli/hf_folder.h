@@ -26,14 +26,12 @@ std::vector<at::Tensor> sample_inputs(const std::filesystem::path& model_dir, in
 std::vector<at::Tensor> logits_of(Model& model, const std::vector<at::Tensor>& inputs);
 double max_abs_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b);
 
-// Writes the folder under `tmp` (config.json from `model_dir` with
+// Writes the folder's files into `tmp` (config.json from `model_dir` with
 // torch_dtype = dtype, then `edit_config`); returns the weight files' names.
+// Callers pass it to write_folder_atomically (ftcore/atomic_file.h), which
+// gives it OUT.tmp and swaps OUT into place.
 std::vector<std::string> write_folder(const std::filesystem::path& tmp, const std::filesystem::path& model_dir,
                                       const sdk::TensorMap& weights, uint64_t max_shard_bytes, c10::ScalarType dtype,
                                       bool untied, const std::function<void(nlohmann::ordered_json&)>& edit_config = {});
-
-// OUT.tmp -> OUT; an existing OUT is moved aside and removed only once the
-// new folder is in place.
-void move_into_place(const std::filesystem::path& tmp, const std::filesystem::path& out);
 
 }  // namespace ftcore::cli

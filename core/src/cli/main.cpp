@@ -1,5 +1,7 @@
-// The ftcore executable: global options, then one subcommand.
-//   ftcore [--log-level L] (run|validate|plugins) ... | --version | --help
+// The ftcore executable: global options, then one subcommand, each in its
+// own file (<command>_command.cpp):
+//   ftcore [--log-level L] (run|validate|plugins|convert|data|generate|merge|quantize) ...
+//   ftcore --version | --help
 // Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
 #include <iostream>
 #include <string>

@@ -40,6 +40,7 @@
 #include "command_line.h"
 #include "hf_folder.h"
 #include "commands.h"
+#include "ftcore/atomic_file.h"
 #include "ftcore/model.h"
 #include "ftcore/plugin_loader.h"
 #include "ftcore/quantized_model.h"
@@ -191,17 +192,10 @@ int merge_command(const std::vector<std::string>& args) {
     edit_config = [](nlohmann::ordered_json& c) { c.erase("quantization_config"); };
   }
 
-  const fs::path tmp = out.string() + ".tmp";
   std::vector<std::string> files;
-  try {
-    fs::remove_all(tmp);
+  write_folder_atomically(out, [&](const fs::path& tmp) {
     files = write_folder(tmp, model_dir, weights, max_shard_bytes, out_dtype, untied, edit_config);
-    move_into_place(tmp, out);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    throw;
-  }
+  });
   int64_t tokens = 0;
   for (const at::Tensor& ids : inputs) tokens += ids.numel();
   std::cout << "merged " << adapter_text << " into " << model_text << "\n"

@@ -21,6 +21,7 @@
 
 #include "command_line.h"
 #include "commands.h"
+#include "ftcore/atomic_file.h"
 #include "ftcore/model.h"
 #include "ftcore/plugin_loader.h"
 #include "ftcore/quantized_model.h"
@@ -137,17 +138,10 @@ int quantize_command(const std::vector<std::string>& args) {
   const c10::ScalarType dtype = model->dtype();
   const sdk::TensorMap weights = quantized_state_dict(*model, dtype);
   const nlohmann::ordered_json q = nlohmann::ordered_json::parse(quantization_config_json(quantizer_name, options));
-  const fs::path tmp = out.string() + ".tmp";
-  try {
-    fs::remove_all(tmp);
+  write_folder_atomically(out, [&](const fs::path& tmp) {
     write_folder(tmp, model_dir, weights, /*max_shard_bytes=*/5'000'000'000ULL, dtype, /*untied=*/false,
                  [&](nlohmann::ordered_json& config) { config["quantization_config"] = q; });
-    move_into_place(tmp, out);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    throw;
-  }
+  });
   std::cout << "quantized " << summary.slots << " Linear slots (" << summary.parameters << " weights) with "
             << quantizer_name << " in " << seconds << " s: " << summary.bytes_per_parameter()
             << " bytes per quantized weight\n"

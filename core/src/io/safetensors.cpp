@@ -1,5 +1,7 @@
-// safetensors reader (mmap, fully bounds-checked) and atomic writer.
+// safetensors reader (mmap, fully bounds-checked) and writer (through ftcore/atomic_file.h).
 #include "ftcore/safetensors.h"
+
+#include "ftcore/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -8,7 +10,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
@@ -184,28 +185,14 @@ void write_file(const fs::path& path, const sdk::TensorMap& tensors) {
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw FormatError("cannot write " + tmp.string());
-    uint64_t n = text.size();
-    char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    out.write(len, 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& c : contiguous)
-      out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
-    out.flush();
-    if (!out) throw FormatError("write to " + tmp.string() + " failed");
-  }
-  // Data reaches the disk before the name does: a crash leaves the old file or the new one.
-  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  fs::rename(tmp, path);
+  AtomicFile out(path);
+  const uint64_t n = text.size();
+  char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out.write(len, 8);
+  out.write(text);
+  for (const auto& c : contiguous) out.write(c.data_ptr(), c.numel() * c.element_size());
+  out.commit();
 }
 
 }  // namespace ftcore::safetensors

@@ -1,12 +1,12 @@
 // GGUF -> HF folder: tensor names, the q/k un-permutation, config files.
 #include "ftcore/gguf_convert.h"
 
-#include <fstream>
 #include <regex>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include "ftcore/atomic_file.h"
 #include "ftcore/gguf.h"
 #include "ftcore/safetensors.h"
 #include "gguf_tokenizer_json.h"
@@ -50,9 +50,7 @@ at::Tensor unpermute_rotary(const at::Tensor& w, int64_t heads) {
 }
 
 void write_json(const fs::path& path, const nlohmann::ordered_json& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) throw std::runtime_error("cannot write " + path.string());
+  write_file_atomically(path, j.dump(2) + "\n");
 }
 
 const char* dtype_json_name(at::ScalarType dtype) {
@@ -88,11 +86,6 @@ ConvertReport convert_gguf_to_hf(const fs::path& gguf_path, const fs::path& out_
   }
   report.tied_embeddings = file->find_tensor("output.weight") == nullptr;
 
-  const fs::path tmp = out_dir.string() + ".converting";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  safetensors::write_file(tmp / "model.safetensors", weights);
-
   const auto* vocab = file->find_metadata("tokenizer.ggml.tokens");
   nlohmann::ordered_json config = {
       {"architectures", {"LlamaForCausalLM"}},
@@ -122,14 +115,17 @@ ConvertReport convert_gguf_to_hf(const fs::path& gguf_path, const fs::path& out_
       generation[hf_key] = file->get_int(full);
     }
   }
-  write_json(tmp / "config.json", config);
-  write_json(tmp / "generation_config.json", generation);
-  if (vocab) {
-    write_json(tmp / "tokenizer.json", gguf_tokenizer_json(*file));
-    write_json(tmp / "tokenizer_config.json", gguf_tokenizer_config_json(*file));
-  }
-  fs::remove_all(out_dir);
-  fs::rename(tmp, out_dir);
+  // Written under <out_dir>.tmp and swapped into place: out_dir is the
+  // previous folder or the complete new one, never a mix.
+  write_folder_atomically(out_dir, [&](const fs::path& tmp) {
+    safetensors::write_file(tmp / "model.safetensors", weights);
+    write_json(tmp / "config.json", config);
+    write_json(tmp / "generation_config.json", generation);
+    if (vocab) {
+      write_json(tmp / "tokenizer.json", gguf_tokenizer_json(*file));
+      write_json(tmp / "tokenizer_config.json", gguf_tokenizer_config_json(*file));
+    }
+  });
   return report;
 }
 

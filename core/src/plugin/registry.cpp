@@ -8,6 +8,7 @@
 #include "ftcore/sdk/adapter.h"
 #include "ftcore/sdk/logger.h"
 #include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/option_error.h"
 #include "ftcore/sdk/quantizer.h"
 #include "ftcore/sdk/sampler.h"
 #include "ftcore/sdk/scheduler.h"
@@ -56,10 +57,16 @@ const Factory& factory_of(const RegistryEntry& entry, sdk::ComponentKind kind) {
   return std::get<Factory>(entry.factory);
 }
 
+// Prefixes a factory's error with the component key. An OptionError keeps
+// its type, so the CLI can tell "these option values cannot be honoured
+// together" (a config error) from a factory that failed (a runtime error).
+// The new exception copies the message: nothing of it points into the plugin.
 template <typename F>
 auto call_factory(const RegistryEntry& entry, F&& call) {
   try {
     return call();
+  } catch (const sdk::OptionError& e) {
+    throw sdk::OptionError(entry.key() + ": " + e.what());
   } catch (const std::exception& e) {
     throw std::runtime_error(entry.key() + ": " + e.what());
   }
@@ -91,24 +98,12 @@ void PluginRegistry::add(sdk::ComponentKind kind, sdk::ComponentInfo info, Facto
   entries_.emplace(key, std::move(entry));
 }
 
-void PluginRegistry::add_optimizer(sdk::ComponentInfo info, sdk::OptimizerFactory f) {
-  add(sdk::ComponentKind::Optimizer, std::move(info), std::move(f));
-}
-void PluginRegistry::add_scheduler(sdk::ComponentInfo info, sdk::SchedulerFactory f) {
-  add(sdk::ComponentKind::Scheduler, std::move(info), std::move(f));
-}
-void PluginRegistry::add_adapter(sdk::ComponentInfo info, sdk::AdapterFactory f) {
-  add(sdk::ComponentKind::Adapter, std::move(info), std::move(f));
-}
-void PluginRegistry::add_quantizer(sdk::ComponentInfo info, sdk::QuantizerFactory f) {
-  add(sdk::ComponentKind::Quantizer, std::move(info), std::move(f));
-}
-void PluginRegistry::add_sampler(sdk::ComponentInfo info, sdk::SamplerFactory f) {
-  add(sdk::ComponentKind::Sampler, std::move(info), std::move(f));
-}
-void PluginRegistry::add_logger(sdk::ComponentInfo info, sdk::LoggerFactory f) {
-  add(sdk::ComponentKind::Logger, std::move(info), std::move(f));
-}
+#define FTCORE_KIND_ADD(Type, name, ...)                                                 \
+  void PluginRegistry::add_##name(sdk::ComponentInfo info, sdk::Type##Factory factory) { \
+    add(sdk::ComponentKind::Type, std::move(info), std::move(factory));                  \
+  }
+FTCORE_COMPONENT_KINDS(FTCORE_KIND_ADD)
+#undef FTCORE_KIND_ADD
 
 void PluginRegistry::register_library(const LibraryHandle& library, void (*register_fn)(sdk::Registry&)) {
   current_library_ = library;
@@ -149,37 +144,13 @@ std::vector<std::string> PluginRegistry::names(sdk::ComponentKind kind) const {
   return out;
 }
 
-std::shared_ptr<sdk::Optimizer> PluginRegistry::create_optimizer(const RegistryEntry& entry,
-                                                                 std::vector<sdk::ParamGroupSpec> groups,
-                                                                 const sdk::Options& options) const {
-  const auto& f = factory_of<sdk::OptimizerFactory>(entry, sdk::ComponentKind::Optimizer);
-  return call_factory(entry, [&] { return hold_library(f(std::move(groups), options), entry); });
-}
-std::shared_ptr<sdk::Scheduler> PluginRegistry::create_scheduler(const RegistryEntry& entry,
-                                                                 const sdk::Options& options,
-                                                                 const sdk::SchedulerContext& context) const {
-  const auto& f = factory_of<sdk::SchedulerFactory>(entry, sdk::ComponentKind::Scheduler);
-  return call_factory(entry, [&] { return hold_library(f(options, context), entry); });
-}
-std::shared_ptr<sdk::Adapter> PluginRegistry::create_adapter(const RegistryEntry& entry,
-                                                             const sdk::Options& options) const {
-  const auto& f = factory_of<sdk::AdapterFactory>(entry, sdk::ComponentKind::Adapter);
-  return call_factory(entry, [&] { return hold_library(f(options), entry); });
-}
-std::shared_ptr<sdk::Quantizer> PluginRegistry::create_quantizer(const RegistryEntry& entry,
-                                                                 const sdk::Options& options) const {
-  const auto& f = factory_of<sdk::QuantizerFactory>(entry, sdk::ComponentKind::Quantizer);
-  return call_factory(entry, [&] { return hold_library(f(options), entry); });
-}
-std::shared_ptr<sdk::Sampler> PluginRegistry::create_sampler(const RegistryEntry& entry,
-                                                             const sdk::Options& options) const {
-  const auto& f = factory_of<sdk::SamplerFactory>(entry, sdk::ComponentKind::Sampler);
-  return call_factory(entry, [&] { return hold_library(f(options), entry); });
-}
-std::shared_ptr<sdk::Logger> PluginRegistry::create_logger(const RegistryEntry& entry,
-                                                           const sdk::Options& options) const {
-  const auto& f = factory_of<sdk::LoggerFactory>(entry, sdk::ComponentKind::Logger);
-  return call_factory(entry, [&] { return hold_library(f(options), entry); });
-}
+#define FTCORE_KIND_CREATE(Type, name, rank, default_name, repeatable, params, args)                   \
+  std::shared_ptr<sdk::Type> PluginRegistry::create_##name(const RegistryEntry& entry,                    \
+                                                           FTCORE_UNPARENTHESIZE params) const {         \
+    const auto& factory = factory_of<sdk::Type##Factory>(entry, sdk::ComponentKind::Type);               \
+    return call_factory(entry, [&] { return hold_library(factory args, entry); });                       \
+  }
+FTCORE_COMPONENT_KINDS(FTCORE_KIND_CREATE)
+#undef FTCORE_KIND_CREATE
 
 }  // namespace ftcore

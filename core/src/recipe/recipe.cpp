@@ -18,17 +18,23 @@ struct ComponentSection {
   const char* section;
   sdk::ComponentKind kind;
   const char* default_name;  // used when the section is absent; nullptr: optional
+  bool repeatable;           // may be an array of tables ([[logger]])
 };
 
+// One section per component kind (sdk/component_kinds.h), in recipe order.
 const std::vector<ComponentSection>& component_sections() {
-  static const std::vector<ComponentSection> sections = {
-      {"adapter", sdk::ComponentKind::Adapter, nullptr},
-      {"quantizer", sdk::ComponentKind::Quantizer, nullptr},
-      {"optimizer", sdk::ComponentKind::Optimizer, "adamw"},
-      {"scheduler", sdk::ComponentKind::Scheduler, "constant"},
-      {"sampler", sdk::ComponentKind::Sampler, nullptr},
-      {"logger", sdk::ComponentKind::Logger, "console"},
-  };
+  static const std::vector<ComponentSection> sections = [] {
+    std::vector<std::pair<int, ComponentSection>> ranked = {
+#define FTCORE_KIND_SECTION(Type, name, rank, default_name, repeatable, ...) \
+  {rank, {#name, sdk::ComponentKind::Type, default_name, repeatable}},
+        FTCORE_COMPONENT_KINDS(FTCORE_KIND_SECTION)
+#undef FTCORE_KIND_SECTION
+    };
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<ComponentSection> out;
+    for (const auto& [rank, section] : ranked) out.push_back(section);
+    return out;
+  }();
   return sections;
 }
 
@@ -168,6 +174,25 @@ void sort_in_reading_order(std::vector<Diagnostic>& diagnostics, const fs::path&
                    [&](const Diagnostic& a, const Diagnostic& b) { return order(a) < order(b); });
 }
 
+// The Recipe's typed field for each kind; the compiler's -Wswitch names a
+// kind added to the table without a field here.
+void store_components(Recipe& recipe, sdk::ComponentKind kind, std::vector<ComponentConfig> found) {
+  switch (kind) {
+    case sdk::ComponentKind::Adapter: if (!found.empty()) recipe.adapter = found[0]; break;
+    case sdk::ComponentKind::Quantizer: if (!found.empty()) recipe.quantizer = found[0]; break;
+    case sdk::ComponentKind::Sampler: if (!found.empty()) recipe.sampler = found[0]; break;
+    case sdk::ComponentKind::Optimizer: if (!found.empty()) recipe.optimizer = found[0]; break;
+    case sdk::ComponentKind::Scheduler: if (!found.empty()) recipe.scheduler = found[0]; break;
+    case sdk::ComponentKind::Logger: recipe.loggers = std::move(found); break;
+  }
+}
+
+bool is_repeatable_section(const std::string& section) {
+  for (const auto& s : component_sections())
+    if (section == s.section) return s.repeatable;
+  return false;
+}
+
 }  // namespace
 
 Recipe validate_recipe(const toml::table& root, const fs::path& path, const PluginRegistry& registry) {
@@ -191,31 +216,25 @@ Recipe validate_recipe(const toml::table& root, const fs::path& path, const Plug
         if (auto c = v.default_component(s)) found.push_back(std::move(*c));
     } else if (const toml::table* table = node->as_table()) {
       if (auto c = v.component(*table, s, "[" + std::string(s.section) + "]")) found.push_back(std::move(*c));
-    } else if (const toml::array* array = node->as_array(); array && s.kind == sdk::ComponentKind::Logger) {
+    } else if (const toml::array* array = node->as_array(); array && s.repeatable) {
+      const std::string label = "[[" + std::string(s.section) + "]]";
       for (size_t i = 0; i < array->size(); ++i) {
         const toml::table* t = array->get(i)->as_table();
         if (!t) {
-          v.diagnostics().push_back({source_of(*array->get(i)), "each [[logger]] entry must be a table"});
+          v.diagnostics().push_back({source_of(*array->get(i)), "each " + label + " entry must be a table"});
           continue;
         }
-        if (auto c = v.component(*t, s, "[[logger]] #" + std::to_string(i + 1))) found.push_back(std::move(*c));
+        if (auto c = v.component(*t, s, label + " #" + std::to_string(i + 1))) found.push_back(std::move(*c));
       }
     } else {
       // `optimizer = "adamw"` is a likely first guess: show the section it means.
       const auto name = node->value_exact<std::string>();
       v.diagnostics().push_back({source_of(*node), std::string(s.section) + " must be a table: write [" +
                                                        s.section + "]" +
-                                                       (s.kind == sdk::ComponentKind::Logger ? " or [[logger]]" : "") +
+                                                       (s.repeatable ? " or [[" + std::string(s.section) + "]]" : "") +
                                                        (name ? " with name = \"" + *name + "\"" : "")});
     }
-    switch (s.kind) {
-      case sdk::ComponentKind::Adapter: if (!found.empty()) recipe.adapter = found[0]; break;
-      case sdk::ComponentKind::Quantizer: if (!found.empty()) recipe.quantizer = found[0]; break;
-      case sdk::ComponentKind::Sampler: if (!found.empty()) recipe.sampler = found[0]; break;
-      case sdk::ComponentKind::Optimizer: if (!found.empty()) recipe.optimizer = found[0]; break;
-      case sdk::ComponentKind::Scheduler: if (!found.empty()) recipe.scheduler = found[0]; break;
-      case sdk::ComponentKind::Logger: recipe.loggers = std::move(found); break;
-    }
+    store_components(recipe, s.kind, std::move(found));
   }
   if (!v.diagnostics().empty()) {
     sort_in_reading_order(v.diagnostics(), path);
@@ -263,7 +282,7 @@ std::string Recipe::lock_toml() const {
     write_options(out, distributed);
   }
   for (const ComponentConfig* c : components()) {
-    out << "\n" << (c->section == "logger" ? "[[logger]]" : "[" + c->section + "]") << "\n";
+    out << "\n" << (is_repeatable_section(c->section) ? "[[" + c->section + "]]" : "[" + c->section + "]") << "\n";
     out << "name = \"" << c->entry->name << "\"\n";
     write_options(out, c->options);
     out << "# plugin " << c->entry->library_version() << " from " << c->entry->library_path().string() << "\n";

@@ -1,18 +1,17 @@
-// Checkpoint folders: atomic writes, reading back, rotation.
+// Checkpoint folders: writing (through ftcore/atomic_file.h), reading back
+// (old checkpoints with base64 RNG state included), rotation.
 #include "checkpoint.h"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
+#include <openssl/evp.h>
 
+#include "ftcore/atomic_file.h"
 #include "ftcore/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -23,46 +22,35 @@ namespace {
 
 constexpr const char* kStateFile = "trainer_state.json";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
-constexpr const char* kBase64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr const char* kRngStateFile = "rng_state.safetensors";  // tensor "cpu": the CPU generator's state
 
-std::string base64_encode(const uint8_t* data, size_t size) {
-  std::string out;
-  out.reserve((size + 2) / 3 * 4);
-  for (size_t i = 0; i < size; i += 3) {
-    uint32_t v = static_cast<uint32_t>(data[i]) << 16;
-    if (i + 1 < size) v |= static_cast<uint32_t>(data[i + 1]) << 8;
-    if (i + 2 < size) v |= data[i + 2];
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += i + 1 < size ? kBase64[(v >> 6) & 63] : '=';
-    out += i + 2 < size ? kBase64[v & 63] : '=';
-  }
-  return out;
+// Checkpoints written before rng_state.safetensors kept the CPU generator's
+// state as base64 text in trainer_state.json ("rng": {"cpu": "..."}); they
+// still resume. Decoded by OpenSSL, which also hashes (util/hash.cpp).
+at::Tensor decode_base64_rng_state(const std::string& text, const std::string& origin) {
+  const auto fail = [&] { return std::runtime_error(origin + ": rng state is not base64"); };
+  if (text.size() % 4 != 0) throw fail();
+  std::vector<unsigned char> bytes(text.size() / 4 * 3);
+  const int decoded = EVP_DecodeBlock(bytes.data(), reinterpret_cast<const unsigned char*>(text.data()),
+                                      static_cast<int>(text.size()));
+  if (decoded < 0) throw fail();
+  // EVP_DecodeBlock decodes the '=' padding as zero bytes; they are not data.
+  size_t size = static_cast<size_t>(decoded);
+  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && size > 0; --i) --size;
+  at::Tensor state = at::empty({static_cast<int64_t>(size)}, at::kByte);
+  std::copy(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size), state.data_ptr<uint8_t>());
+  return state;
 }
 
-std::vector<uint8_t> base64_decode(const std::string& text, const std::string& origin) {
-  std::vector<uint8_t> out;
-  uint32_t buffer = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=') break;
-    const char* p = std::strchr(kBase64, c);
-    if (!p || c == '\0') throw std::runtime_error(origin + ": rng state is not base64");
-    buffer = (buffer << 6) | static_cast<uint32_t>(p - kBase64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<uint8_t>((buffer >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
-
-void sync_path(const fs::path& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) return;  // best effort: a kill of the process is survived without it
-  ::fsync(fd);
-  ::close(fd);
+at::Tensor read_rng_state_file(const fs::path& path) {
+  const sdk::TensorMap tensors = safetensors::File::open(path)->read_all();
+  const at::Tensor* cpu = tensors.find("cpu");
+  if (!cpu) throw std::runtime_error(path.string() + ": no tensor 'cpu' (the CPU generator's state)");
+  if (cpu->scalar_type() != at::kByte || cpu->dim() != 1)
+    throw std::runtime_error(path.string() + ": tensor 'cpu' must be a 1-D uint8 tensor, got " +
+                             std::string(c10::toString(cpu->scalar_type())) + " with " + std::to_string(cpu->dim()) +
+                             " dimensions");
+  return cpu->clone();
 }
 
 // Tests inject a kill in the middle of a checkpoint write with
@@ -117,8 +105,6 @@ nlohmann::json TrainerState::to_json() const {
   j["cursor"] = {{"epoch", cursor_epoch}, {"batch", cursor_batch}};
   j["scheduler"] = {{"name", scheduler}, {"step", global_step}, {"total_steps", total_steps}};
   j["learning_rate"] = learning_rate;
-  const at::Tensor rng = cpu_rng_state.contiguous();
-  j["rng"] = {{"cpu", base64_encode(rng.data_ptr<uint8_t>(), static_cast<size_t>(rng.numel()))}};
   j["best_metric"] = best_metric ? nlohmann::json(*best_metric) : nlohmann::json(nullptr);
   j["best_checkpoint"] = best_checkpoint;
   j["evals_without_improvement"] = evals_without_improvement;
@@ -145,9 +131,9 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   s.cursor_batch = field<int64_t>(cursor, "batch", origin);
   s.scheduler = field<std::string>(field<nlohmann::json>(j, "scheduler", origin), "name", origin);
   s.learning_rate = field<double>(j, "learning_rate", origin);
-  const std::vector<uint8_t> rng = base64_decode(field<std::string>(field<nlohmann::json>(j, "rng", origin), "cpu", origin), origin);
-  s.cpu_rng_state = at::empty({static_cast<int64_t>(rng.size())}, at::kByte);
-  std::copy(rng.begin(), rng.end(), s.cpu_rng_state.data_ptr<uint8_t>());
+  if (j.contains("rng"))  // an older checkpoint; newer ones have rng_state.safetensors (read_checkpoint)
+    s.cpu_rng_state =
+        decode_base64_rng_state(field<std::string>(field<nlohmann::json>(j, "rng", origin), "cpu", origin), origin);
   if (j.contains("best_metric") && !j["best_metric"].is_null()) s.best_metric = field<double>(j, "best_metric", origin);
   s.best_checkpoint = field<std::string>(j, "best_checkpoint", origin);
   s.evals_without_improvement = field<int64_t>(j, "evals_without_improvement", origin);
@@ -165,45 +151,20 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   return s;
 }
 
-void write_file_atomically(const fs::path& path, const std::string& contents) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp.string());
-    out << contents;
-    out.close();
-    if (!out) throw std::runtime_error("writing " + tmp.string() + " failed (disk full?)");
-  }
-  sync_path(tmp, false);
-  fs::rename(tmp, path);
-}
-
 fs::path write_checkpoint(const fs::path& run_dir, const CheckpointContents& c) {
   const fs::path final_dir = run_dir / checkpoint_name(c.state.global_step);
-  fs::path tmp_dir = final_dir;
-  tmp_dir += ".tmp";
-  fs::remove_all(tmp_dir);
-  fs::create_directories(tmp_dir);
-  safetensors::write_file(tmp_dir / c.weights_file, c.weights);
-  for (const auto& [name, text] : c.text_files) write_file_atomically(tmp_dir / name, text);
-  maybe_inject_fault(c.state.global_step);
-  safetensors::write_file(tmp_dir / kOptimizerFile, c.optimizer_state);
-  write_file_atomically(tmp_dir / kStateFile, c.state.to_json().dump(2) + "\n");
-  for (const auto& entry : fs::directory_iterator(tmp_dir)) sync_path(entry.path(), false);
-  sync_path(tmp_dir, true);
-  if (fs::exists(final_dir)) {
-    // Saved again at the same step (a resumed run stopping where it started): swap, then drop the old one.
-    fs::path old = final_dir;
-    old += ".old";
-    fs::remove_all(old);
-    fs::rename(final_dir, old);
-    fs::rename(tmp_dir, final_dir);
-    fs::remove_all(old);
-  } else {
-    fs::rename(tmp_dir, final_dir);
-  }
-  sync_path(run_dir, true);
+  // Saved again at the same step (a resumed run stopping where it started),
+  // the old folder is swapped out and dropped once the new one is in place.
+  write_folder_atomically(final_dir, [&](const fs::path& tmp_dir) {
+    safetensors::write_file(tmp_dir / c.weights_file, c.weights);
+    for (const auto& [name, text] : c.text_files) write_file_atomically(tmp_dir / name, text);
+    maybe_inject_fault(c.state.global_step);
+    safetensors::write_file(tmp_dir / kOptimizerFile, c.optimizer_state);
+    sdk::TensorMap rng;
+    rng.add("cpu", c.state.cpu_rng_state);
+    safetensors::write_file(tmp_dir / kRngStateFile, rng);
+    write_file_atomically(tmp_dir / kStateFile, c.state.to_json().dump(2) + "\n");
+  });
   return final_dir;
 }
 
@@ -222,6 +183,12 @@ LoadedCheckpoint read_checkpoint(const fs::path& dir, const std::string& weights
     throw std::runtime_error(state_path.string() + ": " + e.what());
   }
   c.state = TrainerState::from_json(j, state_path.string());
+  if (fs::exists(dir / kRngStateFile)) {
+    c.state.cpu_rng_state = read_rng_state_file(dir / kRngStateFile);
+  } else if (!c.state.cpu_rng_state.defined()) {
+    throw std::runtime_error("resume: " + (dir / kRngStateFile).string() + " does not exist and " +
+                             state_path.string() + " has no 'rng' field (the CPU generator's state)");
+  }
   const fs::path weights = dir / weights_file;
   if (!fs::exists(weights))
     throw std::runtime_error("resume: " + weights.string() +

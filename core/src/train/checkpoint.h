@@ -1,11 +1,15 @@
-// Checkpoints of a run (design.md section 8):
+// Checkpoints of a run (docs/architecture.md, "Training"):
 //
 //   <run>/checkpoint-<step>/
 //     adapter_model.safetensors + adapter_config.json   (PEFT format), or
 //     model.safetensors + config.json                   (full fine-tune, HF names)
 //     optimizer.safetensors   optimizer state by parameter name (sdk/optimizer.h)
+//     rng_state.safetensors   the CPU generator's state (tensor "cpu", uint8)
 //     trainer_state.json      step, epoch, sampler cursor, scheduler position,
-//                             RNG state, best metric, counters, log history
+//                             best metric, counters, log history; written last
+//
+// Checkpoints from before rng_state.safetensors hold the RNG state as base64
+// text in trainer_state.json ("rng": {"cpu": ...}) and still resume.
 //
 // A checkpoint is written into checkpoint-<step>.tmp, every file flushed to
 // disk, then renamed into place: a kill at any moment leaves the previous
@@ -23,6 +27,7 @@
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
 
+#include "ftcore/atomic_file.h"
 #include "ftcore/sdk/tensor_map.h"
 
 namespace ftcore::train {
@@ -52,7 +57,9 @@ struct TrainerState {
   nlohmann::json log_history = nlohmann::json::array();
 
   nlohmann::json to_json() const;
-  // Throws std::runtime_error naming the file and the field.
+  // Throws std::runtime_error naming the file and the field. cpu_rng_state
+  // is set only from an old checkpoint's base64 "rng" field; read_checkpoint
+  // reads rng_state.safetensors.
   static TrainerState from_json(const nlohmann::json& j, const std::string& origin);
 };
 
@@ -89,7 +96,8 @@ void rotate_checkpoints(const std::filesystem::path& run_dir, int64_t limit, con
 // Removes checkpoint-*.tmp folders left by a killed run.
 void remove_partial_checkpoints(const std::filesystem::path& run_dir);
 
-// Writes a whole file through a temporary name and rename, flushed to disk.
-void write_file_atomically(const std::filesystem::path& path, const std::string& contents);
+// Writes a whole file through <path>.tmp, fsync and rename (ftcore/atomic_file.h);
+// also reachable as train::write_file_atomically for the trainer's callers.
+using ftcore::write_file_atomically;
 
 }  // namespace ftcore::train

@@ -10,7 +10,7 @@
 
 namespace ftcore::tensorboard {
 
-// Reflected CRC-32C: polynomial 0x1EDC6F41 (0x82F63B78 bit-reversed), initial
+// Reflected CRC-32C (Boost.CRC): polynomial 0x1EDC6F41 (0x82F63B78 bit-reversed), initial
 // value and final xor 0xFFFFFFFF. crc32c("123456789") == 0xE3069283.
 uint32_t crc32c(const void* data, size_t size);
 inline uint32_t crc32c(std::string_view bytes) { return crc32c(bytes.data(), bytes.size()); }

@@ -9,20 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "ftcore/sdk/component_kinds.h"
 #include "ftcore/sdk/params.h"
 
 namespace ftcore::sdk {
 
-class Optimizer;
-class Scheduler;
-class Adapter;
-class Quantizer;
-class Sampler;
-class Logger;
+// The kinds' classes (class Optimizer; ...) and what their factories receive.
+#define FTCORE_KIND_CLASS(Type, ...) class Type;
+FTCORE_COMPONENT_KINDS(FTCORE_KIND_CLASS)
+#undef FTCORE_KIND_CLASS
 struct ParamGroupSpec;
 struct SchedulerContext;
 
-enum class ComponentKind { Optimizer, Scheduler, Adapter, Quantizer, Sampler, Logger };
+// Optimizer, Scheduler, Adapter, Quantizer, Sampler, Logger (sdk/component_kinds.h).
+#define FTCORE_KIND_ENUMERATOR(Type, ...) Type,
+enum class ComponentKind { FTCORE_COMPONENT_KINDS(FTCORE_KIND_ENUMERATOR) };
+#undef FTCORE_KIND_ENUMERATOR
 
 // "optimizer", "scheduler", ... as used in registry keys and recipe sections.
 const char* component_kind_name(ComponentKind kind);
@@ -30,15 +32,13 @@ bool parse_component_kind(const std::string& text, ComponentKind* kind);
 const std::vector<ComponentKind>& all_component_kinds();
 
 // Factories receive validated options; they may throw std::exception with a
-// message for the user (the core reports it with the component's key).
-using OptimizerFactory =
-    std::function<std::unique_ptr<Optimizer>(std::vector<ParamGroupSpec> groups, const Options& options)>;
-using SchedulerFactory =
-    std::function<std::unique_ptr<Scheduler>(const Options& options, const SchedulerContext& context)>;
-using AdapterFactory = std::function<std::unique_ptr<Adapter>(const Options& options)>;
-using QuantizerFactory = std::function<std::unique_ptr<Quantizer>(const Options& options)>;
-using SamplerFactory = std::function<std::unique_ptr<Sampler>(const Options& options)>;
-using LoggerFactory = std::function<std::unique_ptr<Logger>(const Options& options)>;
+// message for the user (the core reports it with the component's key). An
+// sdk::OptionError (option_error.h) keeps its type: the user's option values
+// cannot be honoured together. OptimizerFactory, SchedulerFactory, ...:
+#define FTCORE_KIND_FACTORY(Type, name, rank, default_name, repeatable, params, args) \
+  using Type##Factory = std::function<std::unique_ptr<Type> params>;
+FTCORE_COMPONENT_KINDS(FTCORE_KIND_FACTORY)
+#undef FTCORE_KIND_FACTORY
 
 struct ComponentInfo {
   std::string name;     // unique within its kind, [a-z0-9_]+
@@ -49,12 +49,10 @@ struct ComponentInfo {
 class Registry {
  public:
   virtual ~Registry() = default;
-  virtual void add_optimizer(ComponentInfo info, OptimizerFactory factory) = 0;
-  virtual void add_scheduler(ComponentInfo info, SchedulerFactory factory) = 0;
-  virtual void add_adapter(ComponentInfo info, AdapterFactory factory) = 0;
-  virtual void add_quantizer(ComponentInfo info, QuantizerFactory factory) = 0;
-  virtual void add_sampler(ComponentInfo info, SamplerFactory factory) = 0;
-  virtual void add_logger(ComponentInfo info, LoggerFactory factory) = 0;
+  // add_optimizer, add_scheduler, ..., in the kinds' order (the vtable is ABI).
+#define FTCORE_KIND_ADD(Type, name, ...) virtual void add_##name(ComponentInfo info, Type##Factory factory) = 0;
+  FTCORE_COMPONENT_KINDS(FTCORE_KIND_ADD)
+#undef FTCORE_KIND_ADD
 };
 
 }  // namespace ftcore::sdk
