@@ -135,10 +135,14 @@ std::string deltas_svg(const nlohmann::json& s) {
   o << svg_open(f) << f.axes("arm", "delta vs control: " + escape(metric));
   o << "<line x1='" << f.left << "' y1='" << f.py(0) << "' x2='" << f.W - f.right << "' y2='" << f.py(0)
     << "' stroke='#999' stroke-dasharray='4 3'/>";
+  // Arms in experiment order, each in its colour of the curves plot.
+  const auto names = arm_names(s);
   size_t i = 0;
-  for (auto& [arm, c] : stats.items()) {
+  for (size_t a = 1; a < names.size(); ++a) {
+    if (!stats.contains(names[a])) continue;
+    const auto& c = stats[names[a]];
     const double x = f.px(static_cast<double>(i));
-    const char* color = kColors[(i + 1) % 8];
+    const char* color = kColors[a % 8];
     const double low = std::max(f.y0, value_of(c["ci95"][0])), high = std::min(f.y1, value_of(c["ci95"][1]));
     if (std::isfinite(low) && std::isfinite(high))
       o << "<line x1='" << x + 14 << "' y1='" << f.py(low) << "' x2='" << x + 14 << "' y2='" << f.py(high)
@@ -148,8 +152,8 @@ std::string deltas_svg(const nlohmann::json& s) {
     for (double d : c["deltas"])
       o << "<circle cx='" << x - 14 + 4.0 * static_cast<double>(k++ % 5) << "' cy='" << f.py(d) << "' r='3' fill='none' stroke='"
         << color << "'/>";
-    o << "<text x='" << x << "' y='" << f.top + 12 << "' font-size='11' text-anchor='middle' fill='" << color << "'>"
-      << escape(arm) << ": " << escape(c["verdict"].get<std::string>()) << "</text>";
+    o << "<text x='" << x << "' y='" << f.top + 12 + 14.0 * static_cast<double>(i % 2) << "' font-size='11' text-anchor='middle' fill='"
+      << color << "'>" << escape(names[a]) << ": " << escape(c["verdict"].get<std::string>()) << "</text>";
     ++i;
   }
   return o.str() + "</svg>";

@@ -36,7 +36,8 @@ bool has_number(const nlohmann::json& r, const char* key) { return r.contains(ke
 
 std::vector<std::pair<double, double>> eval_loss_curve(const fs::path& run_dir) {
   std::vector<std::pair<double, double>> curve;
-  for (const auto& [step, r] : records_by_step(run_dir)["eval"])
+  auto records = records_by_step(run_dir);  // kept alive for the loop (a temporary's member would dangle)
+  for (const auto& [step, r] : records["eval"])
     if (has_number(r, "loss")) curve.emplace_back(static_cast<double>(step), r["loss"].get<double>());
   return curve;
 }
