@@ -162,6 +162,12 @@ for key in lr momentum dampening weight_decay nesterov; do
 done
 ok "describe names $plugin_file and its five parameters"
 
+check "configs/ab/optimizers.toml (adamw, lion, adafactor and this third-party sgd_nesterov) validates: ftcore ab --dry-run"
+experiment=$(cd "$source_dir" && "$prefix/bin/ftcore" ab configs/ab/optimizers.toml --dry-run --plugin-path "$tmp/example" 2>&1) ||
+  fail "ftcore ab configs/ab/optimizers.toml --dry-run failed: $experiment"
+grep -q 'optimizer.name:.*sgd_nesterov = "sgd_nesterov"' <<<"$experiment" || fail "the experiment's arms are not listed:"$'\n'"$experiment"
+ok "4 arms resolve; they differ in $(grep -c '^  ' <<<"$experiment") keys"
+
 # 5. Steps against torch.optim.SGD; resume in a fresh process.
 check "30 steps of the example vs torch.optim.SGD, and resume bit for bit (sgd_nesterov_reference.py)"
 FTCORE_PLUGIN_PATH="$tmp/example" "$python" "$here/sgd_nesterov_reference.py" "$optimizer_steps" ||

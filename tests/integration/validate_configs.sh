@@ -4,6 +4,9 @@ set -uo pipefail
 ftcore="$1"; configs="$2"
 status=0; count=0
 while IFS= read -r recipe; do
+  # Experiment files ([experiment] + [[arm]]) are `ftcore ab` input: the install
+  # test resolves configs/ab/optimizers.toml with its third-party arm built.
+  if grep -q '^\[experiment\]' "$recipe"; then echo "experiment file (checked by the install test): $recipe"; continue; fi
   count=$((count + 1))
   if ! "$ftcore" validate "$recipe"; then
     echo "FAILED: $recipe"; status=1

@@ -3,6 +3,7 @@
 //             [--jobs J] [--metric NAME] [--aa] [--stop-hopeless MARGIN]
 //   ftcore ab EXPERIMENT.toml [--jobs J] [--out DIR]
 //   ftcore ab report DIR
+// (--dry-run: validate and print the differences only.)
 // Exit codes: 0 done, 1 a run failed, 2 a bad experiment (located).
 #include <fstream>
 #include <iostream>
@@ -94,12 +95,14 @@ int ab_command(const std::vector<std::string>& args) {
       "metric", po::value(&metric), "metric of the verdict (default eval_loss)")(
       "aa", po::bool_switch(), "add an A/A arm (the control again) measuring the noise floor")(
       "stop-hopeless", po::value(&stop_hopeless), "after 3 seeds, stop an arm worse than the control by this margin")(
-      "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder (repeatable)");
+      "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder (repeatable)")(
+      "dry-run", po::bool_switch(), "validate the arms and print how they differ; run nothing");
   po::variables_map vm;
   if (!parse_subcommand(args, visible, positionals)) return kExitOk;
   if (positionals.empty()) throw po::error("ab needs recipes (two or more) or an experiment file");
   if (positionals[0] == "report") return report_command(positionals);
   const bool aa = std::find(args.begin(), args.end(), "--aa") != args.end();
+  const bool dry_run = std::find(args.begin(), args.end(), "--dry-run") != args.end();
 
   ab::Experiment e;
   if (positionals.size() == 1 && is_experiment_file(positionals[0])) {
@@ -127,6 +130,7 @@ int ab_command(const std::vector<std::string>& args) {
 
   const std::vector<ab::ResolvedSettings> settings = ab::resolve_arms(e, plugin_paths);
   print_differences(e, settings);
+  if (dry_run) return kExitOk;
   ab::save_experiment(e, settings);
   const ab::ExperimentRuns runs = ab::run_experiment(e, settings, plugin_paths);
   return finish(e, settings, runs);
