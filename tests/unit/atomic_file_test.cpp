@@ -108,6 +108,16 @@ TEST(AtomicFolder, SwapsANewFolderIntoPlace) {
   EXPECT_FALSE(fs::exists(dir / "model.old"));
 }
 
+TEST(AtomicFolder, ATrailingSlashNamesTheSameFolder) {
+  TempDir dir;
+  ftcore::write_folder_atomically(dir.path() / "model" / "", [](const fs::path& tmp) {
+    EXPECT_EQ(tmp.filename(), "model.tmp");
+    ftcore::write_file_atomically(tmp / "config.json", "1");
+  });
+  EXPECT_EQ(read_text(dir / "model" / "config.json"), "1");
+  EXPECT_FALSE(fs::exists(dir / "model.tmp"));
+}
+
 TEST(AtomicFolder, AFailedFillKeepsTheOldFolderAndRemovesTheTemporary) {
   TempDir dir;
   const fs::path out = dir / "model";

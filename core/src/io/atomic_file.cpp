@@ -100,7 +100,9 @@ void write_file_atomically(const fs::path& path, std::string_view contents) {
   file.commit();
 }
 
-void write_folder_atomically(const fs::path& dir, const std::function<void(const fs::path& tmp)>& fill) {
+void write_folder_atomically(const fs::path& requested, const std::function<void(const fs::path& tmp)>& fill) {
+  // "out/" names the folder "out": its temporary is "out.tmp", not "out/.tmp" inside it.
+  const fs::path dir = requested.has_filename() ? requested : requested.parent_path();
   const fs::path tmp = with_suffix(dir, ".tmp");
   try {
     fs::remove_all(tmp);
