@@ -1,5 +1,5 @@
 // `ftcore run`: a validated recipe -> a trained model in a run folder
-// (design.md sections 7 and 8). Loads the model, tokenizer and data, builds
+// (docs/architecture.md, "Training"). Loads the model, tokenizer and data, builds
 // every component the recipe names, trains, evaluates, checkpoints, and
 // writes the final adapter (PEFT format) or model (HF format).
 #pragma once
