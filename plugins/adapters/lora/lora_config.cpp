@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ftcore/sdk/option_error.h"
+
 namespace ftcore::plugins::lora {
 
 double LoraOptions::scaling() const {
@@ -79,20 +81,20 @@ LoraOptions lora_options_from(const sdk::Options& options) {
   o.use_rslora = options.get_bool("use_rslora");
   o.use_dora = options.get_bool("use_dora");
   o.lora_model_dir = options.get_string("lora_model_dir");
-  if (o.r < 1) throw std::invalid_argument("r must be >= 1, got " + std::to_string(o.r));
+  if (o.r < 1) throw sdk::OptionError("r must be >= 1, got " + std::to_string(o.r));
   if (o.target_regex.empty() && o.target_modules.empty())
-    throw std::invalid_argument("target_modules is empty: name the Linear slots to adapt (e.g. [\"q_proj\", "
+    throw sdk::OptionError("target_modules is empty: name the Linear slots to adapt (e.g. [\"q_proj\", "
                                 "\"v_proj\"] or [\"all-linear\"]) or give target_regex");
   if (o.all_linear() || !o.target_regex.empty()) {
     if (!o.layers_to_transform.empty())
-      throw std::invalid_argument(std::string("layers_to_transform cannot be used with ") +
+      throw sdk::OptionError(std::string("layers_to_transform cannot be used with ") +
                                   (o.target_regex.empty() ? "target_modules = [\"all-linear\"]" : "target_regex") +
                                   " (PEFT refuses it too): list the module names, e.g. target_modules = "
                                   "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", "
                                   "\"down_proj\"]");
   }
   for (const auto& name : o.target_modules)
-    if (name.empty()) throw std::invalid_argument("target_modules holds an empty name");
+    if (name.empty()) throw sdk::OptionError("target_modules holds an empty name");
   return o;
 }
 

@@ -6,6 +6,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "ftcore/sdk/option_error.h"
+
 namespace ftcore::plugins::lora {
 
 sdk::ParamSpec lora_plus_param_spec() {
@@ -32,7 +34,7 @@ LoraPlusOptions lora_plus_options_from(const sdk::Options& options) {
   o.lr_ratio = options.get_float("loraplus_lr_ratio");
   o.lr_embedding = options.get_float("loraplus_lr_embedding");
   o.weight_decay = options.get_float("loraplus_weight_decay");
-  if (!(o.lr_ratio > 0.0)) throw std::invalid_argument("loraplus_lr_ratio must be > 0");
+  if (!(o.lr_ratio > 0.0)) throw sdk::OptionError("loraplus_lr_ratio must be > 0");
   if (options.is_set_by_user("loraplus_lr_embedding"))
     TORCH_WARN("adapter/lora_plus: loraplus_lr_embedding has no effect: it sets the lr of LoRA on embedding layers, "
                "and adapter/lora adapts Linear slots only (modules_to_save embeddings train with the A group, as in "

@@ -20,6 +20,8 @@
 #include <spdlog/spdlog.h>
 #include <torch/nn/init.h>
 
+#include "ftcore/sdk/option_error.h"
+
 namespace ftcore::plugins::lora {
 
 namespace {
@@ -131,7 +133,7 @@ ReloraOptions relora_options_from(const sdk::Options& options) {
   // use_dora comes with adapter/lora's options when DoRA is built in; a DoRA
   // restart would also have to fold the magnitude vector in.
   if (options.spec() && options.spec()->find("use_dora") && options.get_bool("use_dora"))
-    throw std::invalid_argument("adapter/relora: use_dora = true is not supported (ReLoRA restarts merge plain "
+    throw sdk::OptionError("adapter/relora: use_dora = true is not supported (ReLoRA restarts merge plain "
                                 "LoRA cycles); use adapter/lora for DoRA");
   return o;
 }
@@ -170,9 +172,9 @@ int64_t magnitude_prune_(at::Tensor& tensor, double ratio) {
 ReloraAdapter::ReloraAdapter(LoraOptions lora, ReloraOptions relora)
     : LoraAdapter(without_initial_dir(lora)), lora_(std::move(lora)), relora_(relora) {
   if (relora_.relora_steps < 1)
-    throw std::invalid_argument("relora_steps must be >= 1, got " + std::to_string(relora_.relora_steps));
+    throw sdk::OptionError("relora_steps must be >= 1, got " + std::to_string(relora_.relora_steps));
   if (relora_.warmup_steps < 0 || relora_.warmup_steps > relora_.relora_steps)
-    throw std::invalid_argument("relora_warmup_steps must be in [0, relora_steps = " +
+    throw sdk::OptionError("relora_warmup_steps must be in [0, relora_steps = " +
                                 std::to_string(relora_.relora_steps) + "], got " + std::to_string(relora_.warmup_steps));
   if (relora_.anneal_steps < 0 || relora_.anneal_steps > relora_.relora_steps)
     throw std::invalid_argument("relora_anneal_steps must be in [0, relora_steps = " +
