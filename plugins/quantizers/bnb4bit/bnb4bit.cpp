@@ -45,7 +45,7 @@ Bnb4bitOptions bnb4bit_options_from(QuantType type, const sdk::Options& options)
   o.blocksize = options.get_int("blocksize");
   if (!valid_blocksize(o.blocksize))
     throw sdk::OptionError("bnb4bit: blocksize: got " + std::to_string(o.blocksize) +
-                                ", supported 32, 64, 128, 256, 512, 1024, 2048, 4096");
+                           ", supported 32, 64, 128, 256, 512, 1024, 2048, 4096");
   o.double_quant = options.get_bool("double_quant");
   o.compute_dtype = dtype_from_option(options.get_string("compute_dtype"));
   o.quant_storage = dtype_from_option(options.get_string("quant_storage"));
