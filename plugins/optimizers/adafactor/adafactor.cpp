@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "ftcore/sdk/option_error.h"
+#include "ftcore/sdk/option_fields.h"
 
 #include "adafactor_kernel.h"
 
@@ -42,15 +43,11 @@ sdk::ParamSpec adafactor_param_spec() {
 }
 
 AdafactorOptions adafactor_options_from(const sdk::Options& options) {
-  AdafactorOptions o;
-  o.eps = options.get_pair("eps");
-  o.clip_threshold = options.get_float("clip_threshold");
-  o.decay_rate = options.get_float("decay_rate");
-  if (options.has_value("beta1")) o.beta1 = options.get_float("beta1");
-  o.weight_decay = options.get_float("weight_decay");
-  o.scale_parameter = options.get_bool("scale_parameter");
-  o.relative_step = options.get_bool("relative_step");
-  o.warmup_init = options.get_bool("warmup_init");
+  using O = AdafactorOptions;
+  O o = sdk::read_fields<O>(options, {{"eps", &O::eps}, {"clip_threshold", &O::clip_threshold},
+                                      {"decay_rate", &O::decay_rate}, {"beta1", &O::beta1},
+                                      {"weight_decay", &O::weight_decay}, {"scale_parameter", &O::scale_parameter},
+                                      {"relative_step", &O::relative_step}, {"warmup_init", &O::warmup_init}});
   const bool has_lr = options.has_value("lr");
   std::ostringstream message;
   if (has_lr && o.relative_step) {

@@ -17,9 +17,7 @@ enum Slot : size_t { kCodes1, kAbsmax1, kCodes2, kAbsmax2, kExpAvg32, kExpAvgSq3
 // Same family: adamw's fp32 moments are quantized, 8-bit ones taken as saved
 // (or dequantized for tensors that keep fp32 state here).
 sdk::StateLayout adamw_8bit_layout(const AdamW8bitOptions& o) {
-  const int64_t min_8bit_size = o.min_8bit_size;
-  const b8::KeepsForm eight_bit = [min_8bit_size](const at::Tensor& p) { return p.numel() >= min_8bit_size; };
-  const b8::KeepsForm fp32 = [min_8bit_size](const at::Tensor& p) { return p.numel() < min_8bit_size; };
+  const b8::KeepsForm eight_bit = b8::keeps_8bit(o.min_8bit_size), fp32 = b8::keeps_fp32(o.min_8bit_size);
   return {"adamw_8bit",
           "adam",
           {b8::codes_slot("exp_avg", eight_bit), b8::absmax_slot("exp_avg", eight_bit),
@@ -31,13 +29,9 @@ sdk::StateLayout adamw_8bit_layout(const AdamW8bitOptions& o) {
 }  // namespace
 
 AdamW8bit::AdamW8bit(const std::vector<sdk::ParamGroupSpec>& groups, const AdamW8bitOptions& options)
-    : sdk::SlotOptimizer(groups, std::make_unique<AdamW8bitOptions>(options), options.weight_decay,
+    : SlotOptimizer8bit(groups, std::make_unique<AdamW8bitOptions>(options), options.weight_decay,
                          adamw_8bit_layout(options)),
       options_(options) {}
-
-void AdamW8bit::check_parameter(size_t group, size_t index) const {
-  check_fused_cpu_or_cuda_parameter(group, index, b8::kCudaKernels);
-}
 
 at::Tensor AdamW8bit::step(LossClosure closure) {
   sdk::StepGuard guard(closure);
@@ -60,11 +54,7 @@ at::Tensor AdamW8bit::step(LossClosure closure) {
       b8::adam8bit_cuda_step(p, state, sc, r.lr, r.weight_decay, options_.betas, s.step, gnorm_scale, device_maps_);
       return;
     }
-    b8::Adam8bitTensor t;
-    t.param = p.data_ptr();
-    t.grad = p.grad().data_ptr();
-    t.numel = p.numel();
-    t.dtype = p.scalar_type();
+    auto t = b8::work_item<b8::Adam8bitTensor>(p, sc);
     if (eight_bit) {
       t.state1 = s[kCodes1].data_ptr<uint8_t>();
       t.state2 = s[kCodes2].data_ptr<uint8_t>();
@@ -74,7 +64,6 @@ at::Tensor AdamW8bit::step(LossClosure closure) {
       t.exp_avg32 = s[kExpAvg32].data_ptr<float>();
       t.exp_avg_sq32 = s[kExpAvgSq32].data_ptr<float>();
     }
-    t.scalars = sc;
     work.push_back(t);
   });
   b8::fused_adam8bit_step(work);

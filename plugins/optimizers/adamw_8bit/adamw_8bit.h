@@ -26,23 +26,19 @@
 
 #include <vector>
 
-#include "ftcore/sdk/slot_optimizer.h"
+#include "optimizer_8bit.h"
 #include "options_8bit.h"
 
 namespace ftcore::plugins::adamw_8bit {
 
-class AdamW8bit : public sdk::SlotOptimizer {
+class AdamW8bit : public blockwise8::SlotOptimizer8bit {
  public:
   AdamW8bit(const std::vector<sdk::ParamGroupSpec>& groups, const AdamW8bitOptions& options);
 
   at::Tensor step(LossClosure closure = nullptr) override;
 
- protected:
-  void check_parameter(size_t group, size_t index) const override;
-
  private:
   AdamW8bitOptions options_;
-  at::Tensor device_maps_;  // [2, 256] signed, unsigned on the CUDA device in use
 };
 
 }  // namespace ftcore::plugins::adamw_8bit

@@ -14,6 +14,23 @@
 
 namespace ftcore::plugins::blockwise8 {
 
+#if FTCORE_CUDA_KERNELS
+namespace {
+
+// The parameter part of a launcher's arguments (cuda::Adam8bitArgs, Lion8bitArgs).
+template <typename Args>
+void set_tensor_args(Args& a, const at::Tensor& p, const at::Tensor& grad) {
+  a.param = p.data_ptr();
+  a.grad = grad.data_ptr();
+  a.dtype = p.scalar_type() == at::kFloat      ? cuda::DType::F32
+            : p.scalar_type() == at::kBFloat16 ? cuda::DType::BF16
+                                               : cuda::DType::F16;
+  a.numel = p.numel();
+}
+
+}  // namespace
+#endif
+
 float gradient_clipping_scale(const at::Tensor& grad, at::Tensor& gnorm_vec, int64_t step, int64_t percentile) {
   if (percentile >= 100) return 1.0f;
   const double n2 = grad.is_cuda() ? grad.to(at::kDouble).square().sum().item<double>()
@@ -66,12 +83,7 @@ void adam8bit_cuda_step(const at::Tensor& p, const CudaAdamState& s, const Adam8
   }
   const at::Tensor& maps = device_quant_maps(maps_cache, p.device());
   cuda::Adam8bitArgs a;
-  a.param = p.data_ptr();
-  a.grad = grad.data_ptr();
-  a.dtype = p.scalar_type() == at::kFloat      ? cuda::DType::F32
-            : p.scalar_type() == at::kBFloat16 ? cuda::DType::BF16
-                                               : cuda::DType::F16;
-  a.numel = p.numel();
+  set_tensor_args(a, p, grad);
   a.state1 = s.codes1;
   a.state2 = s.codes2;
   a.absmax1 = s.absmax1;
@@ -90,6 +102,37 @@ void adam8bit_cuda_step(const at::Tensor& p, const CudaAdamState& s, const Adam8
 #else
   (void)p, (void)s, (void)sc, (void)lr, (void)wd, (void)betas, (void)step, (void)gnorm_scale, (void)maps_cache;
   throw std::invalid_argument("adam8bit_cuda_step: this build has no CUDA kernels");
+#endif
+}
+
+void lion8bit_cuda_step(const at::Tensor& p, const CudaLionState& s, const Lion8bitScalars& sc, double lr, double wd,
+                        float gnorm_scale, at::Tensor& maps_cache) {
+#if FTCORE_CUDA_KERNELS
+  const at::Tensor grad = p.grad().contiguous();
+  if (!s.codes1) {  // fp32 state: bitsandbytes' 32-bit rule in ATen ops on the device
+    at::Tensor m32 = s.exp_avg32;
+    const at::Tensor gf = grad.to(at::kFloat) * gnorm_scale;
+    at::Tensor pf = p.to(at::kFloat);
+    if (wd > 0.0) pf.mul_(sc.decay);
+    pf.add_(m32.mul(sc.beta1).add_(gf, sc.one_minus_beta1).sign_(), sc.neg_lr);
+    m32.mul_(sc.beta2).add_(gf, sc.one_minus_beta2);
+    if (pf.data_ptr() != p.data_ptr()) p.copy_(pf);
+    return;
+  }
+  cuda::Lion8bitArgs a;
+  set_tensor_args(a, p, grad);
+  a.state1 = s.codes1;
+  a.absmax1 = s.absmax1;
+  a.qmap1 = device_quant_maps(maps_cache, p.device()).data_ptr<float>();  // the signed map
+  a.beta1 = sc.beta1;
+  a.beta2 = sc.beta2;
+  a.lr = static_cast<float>(lr);
+  a.weight_decay = static_cast<float>(wd);
+  a.gnorm_scale = gnorm_scale;
+  cuda::lion8bit_blockwise_step(a, nullptr);
+#else
+  (void)p, (void)s, (void)sc, (void)lr, (void)wd, (void)gnorm_scale, (void)maps_cache;
+  throw std::invalid_argument("lion8bit_cuda_step: this build has no CUDA kernels");
 #endif
 }
 

@@ -13,22 +13,26 @@
 
 namespace ftcore::plugins::blockwise8 {
 
+// The options every 8-bit optimizer has, a base of its typed options.
+struct State8bitOptions {
+  int64_t min_8bit_size = 4096;       // smaller tensors keep fp32 state
+  int64_t percentile_clipping = 100;  // 100: off
+};
+
 // Adds min_8bit_size, percentile_clipping and block_wise to an optimizer's spec.
 void add_8bit_state_params(sdk::ParamSpec& spec);
-// Throws sdk::OptionError, naming `owner`, for block_wise = false.
-void require_block_wise(const sdk::Options& options, const std::string& owner);
+// Reads them; throws sdk::OptionError, naming `owner`, for block_wise = false.
+State8bitOptions state_8bit_options_from(const sdk::Options& options, const std::string& owner);
 
 }  // namespace ftcore::plugins::blockwise8
 
 namespace ftcore::plugins::adamw_8bit {
 
-struct AdamW8bitOptions : public sdk::OptionsWithLr<AdamW8bitOptions> {
-  AdamW8bitOptions() : OptionsWithLr(1e-3) {}
+struct AdamW8bitOptions : public sdk::OptionsWithLr<AdamW8bitOptions>, public blockwise8::State8bitOptions {
+  explicit AdamW8bitOptions(blockwise8::State8bitOptions state = {}) : OptionsWithLr(1e-3), State8bitOptions(state) {}
   std::pair<double, double> betas = {0.9, 0.999};
   double eps = 1e-8;
   double weight_decay = 0.01;
-  int64_t min_8bit_size = 4096;
-  int64_t percentile_clipping = 100;
 };
 
 sdk::ParamSpec adamw_8bit_param_spec();

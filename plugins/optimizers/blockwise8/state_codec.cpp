@@ -84,6 +84,14 @@ sdk::StateSlot kept_slot(std::string name, KeepsForm kept, std::function<at::Ten
 
 }  // namespace
 
+KeepsForm keeps_8bit(int64_t min_8bit_size) {
+  return [min_8bit_size](const at::Tensor& p) { return p.numel() >= min_8bit_size; };
+}
+
+KeepsForm keeps_fp32(int64_t min_8bit_size) {
+  return [min_8bit_size](const at::Tensor& p) { return p.numel() < min_8bit_size; };
+}
+
 sdk::StateSlot fp32_moment_slot(const std::string& slot, KeepsForm kept) {
   sdk::StateSlot s = kept_slot(slot, kept, [](const at::Tensor& p) {
     return at::zeros(p.sizes(), p.options().dtype(at::kFloat));

@@ -55,6 +55,9 @@ void add_moment_as_8bit(sdk::TensorMap& state, const std::string& param, const s
 // each read back from either precision. `kept(param)` says which parameters
 // keep that form (empty: all); the others get no such slot.
 using KeepsForm = std::function<bool(const at::Tensor& param)>;
+// bitsandbytes' rule for which form: 8-bit from min_8bit_size elements up, fp32 below.
+KeepsForm keeps_8bit(int64_t min_8bit_size);
+KeepsForm keeps_fp32(int64_t min_8bit_size);
 // "<param>.<slot>": fp32 zeros shaped like the parameter.
 sdk::StateSlot fp32_moment_slot(const std::string& slot, KeepsForm kept = {});
 // "<param>.<slot>.q8": uint8 zero codes shaped like the parameter.

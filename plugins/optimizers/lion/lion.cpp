@@ -1,6 +1,8 @@
 // optimizer/lion: options, its state slot, the step.
 #include "lion.h"
 
+#include "family_params.h"
+#include "ftcore/sdk/option_fields.h"
 #include "lion_kernel.h"
 #include "state_codec.h"  // blockwise8: reads lion_8bit's 8-bit momentum too
 
@@ -8,28 +10,16 @@ namespace ftcore::plugins::lion {
 
 sdk::ParamSpec lion_param_spec() {
   sdk::ParamSpec s;
-  s.add_float("lr", 1e-4)
-      .above(0.0)
-      .with_doc(
-          "Base learning rate (scaled per group by lr_scale and the scheduler); Lion wants 3-10x less than AdamW.");
-  s.add_pair("betas", sdk::FloatPair{0.9, 0.99})
-      .with_range(0.0, 1.0)
-      .with_doc("beta1 interpolates the update direction, beta2 decays the momentum.");
-  s.add_float("weight_decay", 0.0)
-      .at_least(0.0)
-      .with_doc("Decoupled weight decay, p *= 1 - lr * weight_decay (groups may override).");
+  blockwise8::add_lion_family_params(s);  // lr, betas, weight_decay
   s.add_bool("decoupled_weight_decay", false)
       .with_doc("Divide weight_decay by the initial lr, so the decay does not follow the schedule (lion-pytorch).");
   return s;
 }
 
 LionOptions lion_options_from(const sdk::Options& options) {
-  LionOptions o;
-  o.lr = options.get_float("lr");
-  o.betas = options.get_pair("betas");
-  o.weight_decay = options.get_float("weight_decay");
-  o.decoupled_weight_decay = options.get_bool("decoupled_weight_decay");
-  return o;
+  using O = LionOptions;
+  return sdk::read_fields<O>(options, {{"lr", &O::lr}, {"betas", &O::betas}, {"weight_decay", &O::weight_decay},
+                                       {"decoupled_weight_decay", &O::decoupled_weight_decay}});
 }
 
 namespace {

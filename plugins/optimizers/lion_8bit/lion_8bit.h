@@ -27,33 +27,28 @@
 
 #include "ftcore/sdk/options_with_lr.h"
 #include "ftcore/sdk/params.h"
-#include "ftcore/sdk/slot_optimizer.h"
+#include "optimizer_8bit.h"
+#include "options_8bit.h"
 
 namespace ftcore::plugins::lion_8bit {
 
-struct Lion8bitOptions : public sdk::OptionsWithLr<Lion8bitOptions> {
-  Lion8bitOptions() : OptionsWithLr(1e-4) {}
+struct Lion8bitOptions : public sdk::OptionsWithLr<Lion8bitOptions>, public blockwise8::State8bitOptions {
+  explicit Lion8bitOptions(blockwise8::State8bitOptions state = {}) : OptionsWithLr(1e-4), State8bitOptions(state) {}
   std::pair<double, double> betas = {0.9, 0.99};
   double weight_decay = 0.0;
-  int64_t min_8bit_size = 4096;
-  int64_t percentile_clipping = 100;
 };
 
 sdk::ParamSpec lion_8bit_param_spec();
 Lion8bitOptions lion_8bit_options_from(const sdk::Options& options);
 
-class Lion8bit : public sdk::SlotOptimizer {
+class Lion8bit : public blockwise8::SlotOptimizer8bit {
  public:
   Lion8bit(const std::vector<sdk::ParamGroupSpec>& groups, const Lion8bitOptions& options);
 
   at::Tensor step(LossClosure closure = nullptr) override;
 
- protected:
-  void check_parameter(size_t group, size_t index) const override;
-
  private:
   Lion8bitOptions options_;
-  at::Tensor device_maps_;  // [2, 256] signed, unsigned on the CUDA device in use
 };
 
 }  // namespace ftcore::plugins::lion_8bit

@@ -74,10 +74,7 @@ void PagedAdamW::step_cpu(const std::vector<adamw::AdamWScalars>& scalars, const
 // torch.optim.AdamW's single-tensor update in ATen ops, on fp32 state in managed memory.
 void PagedAdamW::step_cuda(const std::vector<char>& has_grad) {
   const auto [beta1, beta2] = options_.betas;
-  const std::vector<size_t> order = tensors_to_update(has_grad);
-  for (size_t i = 0; i < order.size(); ++i) {
-    state_.managed()->prepare(order, i);
-    const size_t t = order[i];
+  for_each_tensor_on_device(has_grad, [&](size_t t) {
     const at::Tensor& p = param(t);
     const double lr = group_lr(group_of(t)), wd = group_info(group_of(t)).weight_decay;
     const double step = static_cast<double>(steps_[t]);
@@ -97,7 +94,7 @@ void PagedAdamW::step_cuda(const std::vector<char>& has_grad) {
     at::Tensor denom = (second.sqrt() / std::sqrt(1.0 - std::pow(beta2, step))).add_(options_.eps);
     pf.addcdiv_(m, denom, -(lr / (1.0 - std::pow(beta1, step))));
     if (pf.data_ptr() != p.data_ptr()) p.copy_(pf);
-  }
+  });
 }
 
 sdk::TensorMap PagedAdamW::state_by_name() const {

@@ -101,10 +101,7 @@ void PagedAdamW8bit::step_cpu(const std::vector<char>& has_grad) {
 // adamw_8bit's CUDA update (the 8-bit launcher, or bitsandbytes' 32-bit rule in
 // ATen ops for small tensors) on state in managed memory.
 void PagedAdamW8bit::step_cuda(const std::vector<char>& has_grad) {
-  const std::vector<size_t> order = tensors_to_update(has_grad);
-  for (size_t i = 0; i < order.size(); ++i) {
-    state_.managed()->prepare(order, i);
-    const size_t t = order[i];
+  for_each_tensor_on_device(has_grad, [&](size_t t) {
     const at::Tensor& p = param(t);
     const double lr = group_lr(group_of(t)), wd = group_info(group_of(t)).weight_decay;
     const b8::Adam8bitScalars sc = b8::adam8bit_scalars(lr, options_.betas.first, options_.betas.second, options_.eps,
@@ -118,7 +115,7 @@ void PagedAdamW8bit::step_cuda(const std::vector<char>& has_grad) {
       s.exp_avg_sq32 = state_.view(t, kExpAvgSq32, p.sizes(), at::kFloat);
     }
     b8::adam8bit_cuda_step(p, s, sc, lr, wd, options_.betas, steps_[t], gnorm_scale_[t], device_maps_);
-  }
+  });
 }
 
 void PagedAdamW8bit::save_tensor(sdk::TensorMap& out, size_t t) const {

@@ -59,11 +59,15 @@ std::vector<size_t> PagedOptimizer::pages_to_update(const std::vector<char>& has
   return order;
 }
 
-std::vector<size_t> PagedOptimizer::tensors_to_update(const std::vector<char>& has_grad) {
+void PagedOptimizer::for_each_tensor_on_device(const std::vector<char>& has_grad,
+                                               const std::function<void(size_t)>& update) {
   std::vector<size_t> order;
   for (size_t t = 0; t < has_grad.size(); ++t)
     if (has_grad[t]) order.push_back(t);
-  return order;
+  for (size_t i = 0; i < order.size(); ++i) {
+    state_.managed()->prepare(order, i);
+    update(order[i]);
+  }
 }
 
 sdk::TensorMap PagedOptimizer::state_by_name() const {

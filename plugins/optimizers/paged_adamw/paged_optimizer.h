@@ -43,10 +43,11 @@ class PagedOptimizer : public sdk::Optimizer {
   // then the state is created and what saved-state views paged in is
   // dropped. Returns which tensors have a gradient; empty when none has.
   std::vector<char> begin_step(const std::function<void(size_t)>& on_grad);
-  // What a step walks: the CPU pages holding a tensor with a gradient, or
-  // (CUDA) those tensors, in order.
+  // What a step walks. CPU: the pages holding a tensor with a gradient, in
+  // order. CUDA: update(t) for each tensor with a gradient, in order, each
+  // after its state was brought to the device (and the next ones' started).
   std::vector<size_t> pages_to_update(const std::vector<char>& has_grad) const;
-  static std::vector<size_t> tensors_to_update(const std::vector<char>& has_grad);
+  void for_each_tensor_on_device(const std::vector<char>& has_grad, const std::function<void(size_t)>& update);
   // The end of step(): the paging statistics line (FTCORE_PAGED_STATS=1).
   void end_step() { state_.report(++step_count_); }
 
