@@ -7,7 +7,13 @@
 
 namespace ftcore::plugins::blockwise8 {
 
-void add_8bit_state_params(sdk::ParamSpec& s) { blockwise8::add_8bit_state_params(s); }
+void add_8bit_state_params(sdk::ParamSpec& s) {
+  s.add_int("min_8bit_size", 4096).at_least(0).with_doc(
+      "Tensors with fewer elements keep fp32 state (bitsandbytes' min_8bit_size).");
+  s.add_int("percentile_clipping", 100).with_range(1, 100).with_doc(
+      "Scale each gradient down to this percentile of its last 100 norms; 100 = off (bitsandbytes' rule).");
+  s.add_bool("block_wise", true).with_doc("Blockwise quantization (256 elements per absmax); must be true.");
+}
 
 State8bitOptions state_8bit_options_from(const sdk::Options& options, const std::string& owner) {
   if (!options.get_bool("block_wise"))
