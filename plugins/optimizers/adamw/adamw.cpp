@@ -10,7 +10,6 @@ namespace {
 enum Slot : size_t { kExpAvg, kExpAvgSq, kMaxExpAvgSq };
 
 sdk::StateLayout adamw_layout(bool amsgrad) {
-  // fp32 moments as saved, or adamw_8bit's 8-bit ones dequantized (bitsandbytes' dequantize_blockwise).
   sdk::StateSlot max_exp_avg_sq = sdk::fp32_slot("max_exp_avg_sq");
   if (!amsgrad) max_exp_avg_sq.make = [](const at::Tensor&) { return at::Tensor(); };
   max_exp_avg_sq.load = [amsgrad](const sdk::TensorMap& state, const std::string& n, const at::Tensor& p) {
@@ -20,6 +19,7 @@ sdk::StateLayout adamw_layout(bool amsgrad) {
     // Resuming AMSGrad from plain Adam state starts the maximum at the current moment.
     return blockwise8::read_moment_fp32(state, n, "exp_avg_sq", p.sizes()).to(p.device());
   };
+  // The moments fp32 as saved, or adamw_8bit's 8-bit ones dequantized (bitsandbytes' dequantize_blockwise).
   return {"adamw",
           "adam",
           {blockwise8::fp32_moment_slot("exp_avg"), blockwise8::fp32_moment_slot("exp_avg_sq"), max_exp_avg_sq}};
