@@ -62,8 +62,7 @@ class GroupByLength final : public sdk::Sampler {
     check_sampler_input("group_by_length", input, epoch);
     const std::vector<int64_t> order = length_grouped_order(
         input.lengths, grouping_batch_size_.value_or(input.batch_size), mega_batch_mult_, input.seed, epoch);
-    const std::vector<int64_t> share = shard_for_rank(order, input.rank, input.world_size);
-    return cut_into_batches(one_example_per_row(share), input.batch_size, drop_last_);
+    return batches_of_examples(order, input, drop_last_);
   }
 
  private:

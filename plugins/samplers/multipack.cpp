@@ -66,14 +66,10 @@ class Multipack final : public sdk::Sampler {
 }  // namespace
 
 void register_multipack(sdk::Registry& registry) {
-  sdk::ParamSpec spec;
-  add_drop_last_param(spec);
-  registry.add_sampler(
-      {"multipack", "Packs examples into rows of sequence_len tokens (first-fit-decreasing), rows shuffled per epoch",
-       std::move(spec)},
-      [](const sdk::Options& options) -> std::unique_ptr<sdk::Sampler> {
-        return std::make_unique<Multipack>(options.get_bool("drop_last"));
-      });
+  add_drop_last_sampler(
+      registry, "multipack",
+      "Packs examples into rows of sequence_len tokens (first-fit-decreasing), rows shuffled per epoch",
+      [](bool drop_last) { return std::make_unique<Multipack>(drop_last); });
 }
 
 }  // namespace ftcore::plugins::samplers

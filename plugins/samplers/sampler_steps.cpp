@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -74,10 +75,50 @@ std::vector<std::vector<int64_t>> one_example_per_row(const std::vector<int64_t>
   return rows;
 }
 
+std::vector<sdk::Batch> batches_of_examples(const std::vector<int64_t>& order, const sdk::SamplerInput& input,
+                                            bool drop_last) {
+  return cut_into_batches(one_example_per_row(shard_for_rank(order, input.rank, input.world_size)), input.batch_size,
+                          drop_last);
+}
+
 void add_drop_last_param(sdk::ParamSpec& spec) {
   spec.add_bool("drop_last", false)
       .with_doc("Drop each rank's last micro-batch when it has fewer than batch_size rows (DataLoader "
                 "drop_last). Ranks always hold the same number of rows, so they drop it together.");
+}
+
+void add_drop_last_sampler(sdk::Registry& registry, std::string name, std::string summary,
+                           std::function<std::unique_ptr<sdk::Sampler>(bool drop_last)> make) {
+  sdk::ParamSpec spec;
+  add_drop_last_param(spec);
+  registry.add_sampler({std::move(name), std::move(summary), std::move(spec)},
+                       [make](const sdk::Options& options) { return make(options.get_bool("drop_last")); });
+}
+
+namespace {
+
+class ExampleOrderSampler final : public sdk::Sampler {
+ public:
+  ExampleOrderSampler(const char* name, EpochOrder order, bool drop_last)
+      : name_(name), order_(order), drop_last_(drop_last) {}
+
+  std::vector<sdk::Batch> batches(const sdk::SamplerInput& input, int64_t epoch) const override {
+    check_sampler_input(name_, input, epoch);
+    return batches_of_examples(order_(input, epoch), input, drop_last_);
+  }
+
+ private:
+  const char* name_;
+  EpochOrder order_;
+  bool drop_last_;
+};
+
+}  // namespace
+
+void add_example_order_sampler(sdk::Registry& registry, const char* name, std::string summary, EpochOrder order) {
+  add_drop_last_sampler(registry, name, std::move(summary), [name, order](bool drop_last) {
+    return std::make_unique<ExampleOrderSampler>(name, order, drop_last);
+  });
 }
 
 }  // namespace ftcore::plugins::samplers

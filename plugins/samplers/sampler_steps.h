@@ -17,6 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "ftcore/sdk/params.h"
@@ -44,8 +47,24 @@ std::vector<sdk::Batch> cut_into_batches(std::vector<std::vector<int64_t>> rows,
 // One example per row, for the samplers that do not pack.
 std::vector<std::vector<int64_t>> one_example_per_row(const std::vector<int64_t>& examples);
 
+// Steps 2 and 3 for the samplers that do not pack: this rank's share of the
+// epoch's example order, one example per row, in micro-batches.
+std::vector<sdk::Batch> batches_of_examples(const std::vector<int64_t>& order, const sdk::SamplerInput& input,
+                                            bool drop_last);
+
 // The `drop_last` key every sampler of this library declares.
 void add_drop_last_param(sdk::ParamSpec& spec);
+
+// Registers a sampler whose only key is drop_last, built by make(drop_last).
+void add_drop_last_sampler(sdk::Registry& registry, std::string name, std::string summary,
+                           std::function<std::unique_ptr<sdk::Sampler>(bool drop_last)> make);
+
+// The order of a sampler that does not pack (sequential, random): the
+// example indices of one epoch, before sharding.
+using EpochOrder = std::vector<int64_t> (*)(const sdk::SamplerInput& input, int64_t epoch);
+// Registers such a sampler: check_sampler_input, then `order`, then
+// batches_of_examples.
+void add_example_order_sampler(sdk::Registry& registry, const char* name, std::string summary, EpochOrder order);
 
 // One per source file; plugin.cpp calls them all.
 void register_sequential(sdk::Registry& registry);       // sequential.cpp

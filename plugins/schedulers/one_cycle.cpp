@@ -28,6 +28,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "ftcore/sdk/option_error.h"
 #include "warmup_then.h"
 
 namespace ftcore::plugins::schedulers {
@@ -116,7 +117,7 @@ void register_one_cycle(sdk::Registry& registry) {
       {"one_cycle", "One-cycle policy of torch OneCycleLR, peak = base lr", one_cycle_spec()},
       [](const sdk::Options& options, const sdk::SchedulerContext&) -> std::unique_ptr<sdk::Scheduler> {
         if (options.is_set_by_user("warmup_type"))
-          throw std::invalid_argument(
+          throw sdk::OptionError(
               "one_cycle does not take warmup_type: its rising phase follows anneal_strategy from "
               "base_lr/div_factor; set anneal_strategy instead");
         OneCycleOptions o;

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ftcore/sdk/option_error.h"
 #include "warmup_then.h"
 
 namespace ftcore::plugins::schedulers {
@@ -92,7 +93,7 @@ void register_power_decays(sdk::Registry& registry) {
           std::ostringstream message;
           message << "lr_end (" << lr_end << ") must be smaller than the optimizer's base lr (" << context.base_lr
                   << "): polynomial decays from the base lr down to lr_end";
-          throw std::invalid_argument(message.str());
+          throw sdk::OptionError(message.str());
         }
         return std::make_unique<Polynomial>(sdk::Warmup::from_options(options), context.base_lr, lr_end,
                                             options.get_float("power"));

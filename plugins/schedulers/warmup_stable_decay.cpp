@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "ftcore/sdk/option_error.h"
 #include "warmup_then.h"
 
 namespace ftcore::plugins::schedulers {
@@ -118,7 +119,7 @@ void register_warmup_stable_decay(sdk::Registry& registry) {
           std::ostringstream message;
           message << "warmup_ratio (" << o.warmup.ratio << ") + decay_ratio (" << o.decay_ratio
                   << ") exceed 1: warmup and decay cannot both fit in the run";
-          throw std::invalid_argument(message.str());
+          throw sdk::OptionError(message.str());
         }
         return std::make_unique<WarmupStableDecay>(o);
       });

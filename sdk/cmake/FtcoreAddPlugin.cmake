@@ -5,7 +5,10 @@
 # Builds one plugin as a MODULE library named libftcore_<kind>_<name>.so, the
 # same way in ftcore's own tree and out of tree (after find_package(ftcore)).
 # Symbols are hidden except the exported ftcore_plugin_info, so two plugins
-# never clash. The target is ftcore_<kind>_<name>.
+# never clash. The target is ftcore_<kind>_<name>. Kernels compiled once per
+# ISA add their translation units with ftcore_add_isa_sources() (included here).
+include("${CMAKE_CURRENT_LIST_DIR}/FtcoreIsaSources.cmake")
+
 function(ftcore_add_plugin)
   cmake_parse_arguments(ARG "NO_INSTALL" "KIND;NAME;OUTPUT_DIRECTORY"
                         "SOURCES;LINK_LIBRARIES;COMPILE_DEFINITIONS" ${ARGN})

@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ftcore/sdk/option_error.h"
+#include "ftcore/sdk/option_fields.h"
+
 namespace ftcore::plugins::lora {
 
 double LoraOptions::scaling() const {
@@ -65,34 +68,29 @@ sdk::ParamSpec lora_param_spec() {
 }
 
 LoraOptions lora_options_from(const sdk::Options& options) {
-  LoraOptions o;
-  o.r = options.get_int("r");
-  o.alpha = options.get_float("alpha");
-  o.dropout = options.get_float("dropout");
-  o.target_modules = options.get_string_list("target_modules");
-  o.target_regex = options.get_string("target_regex");
-  o.exclude_modules = options.get_string_list("exclude_modules");
-  o.layers_to_transform = options.get_int_list("layers_to_transform");
-  o.modules_to_save = options.get_string_list("modules_to_save");
-  o.fan_in_fan_out = options.get_bool("fan_in_fan_out");
+  using O = LoraOptions;
+  O o = sdk::read_fields<O>(
+      options, {{"r", &O::r}, {"alpha", &O::alpha}, {"dropout", &O::dropout}, {"target_modules", &O::target_modules},
+                {"target_regex", &O::target_regex}, {"exclude_modules", &O::exclude_modules},
+                {"layers_to_transform", &O::layers_to_transform}, {"modules_to_save", &O::modules_to_save},
+                {"fan_in_fan_out", &O::fan_in_fan_out}, {"use_rslora", &O::use_rslora}, {"use_dora", &O::use_dora},
+                {"lora_model_dir", &O::lora_model_dir}});
   o.init = options.get_string("init") == "gaussian" ? LoraInit::Gaussian : LoraInit::Kaiming;
-  o.use_rslora = options.get_bool("use_rslora");
-  o.use_dora = options.get_bool("use_dora");
-  o.lora_model_dir = options.get_string("lora_model_dir");
-  if (o.r < 1) throw std::invalid_argument("r must be >= 1, got " + std::to_string(o.r));
+  if (o.r < 1) throw sdk::OptionError("r must be >= 1, got " + std::to_string(o.r));
   if (o.target_regex.empty() && o.target_modules.empty())
-    throw std::invalid_argument("target_modules is empty: name the Linear slots to adapt (e.g. [\"q_proj\", "
-                                "\"v_proj\"] or [\"all-linear\"]) or give target_regex");
+    throw sdk::OptionError(
+        "target_modules is empty: name the Linear slots to adapt (e.g. [\"q_proj\", "
+        "\"v_proj\"] or [\"all-linear\"]) or give target_regex");
   if (o.all_linear() || !o.target_regex.empty()) {
     if (!o.layers_to_transform.empty())
-      throw std::invalid_argument(std::string("layers_to_transform cannot be used with ") +
-                                  (o.target_regex.empty() ? "target_modules = [\"all-linear\"]" : "target_regex") +
-                                  " (PEFT refuses it too): list the module names, e.g. target_modules = "
-                                  "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", "
-                                  "\"down_proj\"]");
+      throw sdk::OptionError(std::string("layers_to_transform cannot be used with ") +
+                             (o.target_regex.empty() ? "target_modules = [\"all-linear\"]" : "target_regex") +
+                             " (PEFT refuses it too): list the module names, e.g. target_modules = "
+                             "[\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", "
+                             "\"down_proj\"]");
   }
   for (const auto& name : o.target_modules)
-    if (name.empty()) throw std::invalid_argument("target_modules holds an empty name");
+    if (name.empty()) throw sdk::OptionError("target_modules holds an empty name");
   return o;
 }
 

@@ -34,7 +34,7 @@ struct LoraOptions {
 };
 
 sdk::ParamSpec lora_param_spec();
-// Throws std::invalid_argument for combinations PEFT refuses too.
+// Throws sdk::OptionError for values or combinations PEFT refuses too.
 LoraOptions lora_options_from(const sdk::Options& options);
 
 // adapter_config.json for PeftModel.from_pretrained. `target_short_names`

@@ -6,6 +6,9 @@
 
 #include <c10/util/Exception.h>
 
+#include "ftcore/sdk/option_error.h"
+#include "ftcore/sdk/option_fields.h"
+
 namespace ftcore::plugins::lora {
 
 sdk::ParamSpec lora_plus_param_spec() {
@@ -28,15 +31,16 @@ sdk::ParamSpec lora_plus_param_spec() {
 }
 
 LoraPlusOptions lora_plus_options_from(const sdk::Options& options) {
-  LoraPlusOptions o;
-  o.lr_ratio = options.get_float("loraplus_lr_ratio");
-  o.lr_embedding = options.get_float("loraplus_lr_embedding");
-  o.weight_decay = options.get_float("loraplus_weight_decay");
-  if (!(o.lr_ratio > 0.0)) throw std::invalid_argument("loraplus_lr_ratio must be > 0");
+  using O = LoraPlusOptions;
+  const O o = sdk::read_fields<O>(options, {{"loraplus_lr_ratio", &O::lr_ratio},
+                                            {"loraplus_lr_embedding", &O::lr_embedding},
+                                            {"loraplus_weight_decay", &O::weight_decay}});
+  if (!(o.lr_ratio > 0.0)) throw sdk::OptionError("loraplus_lr_ratio must be > 0");
   if (options.is_set_by_user("loraplus_lr_embedding"))
-    TORCH_WARN("adapter/lora_plus: loraplus_lr_embedding has no effect: it sets the lr of LoRA on embedding layers, "
-               "and adapter/lora adapts Linear slots only (modules_to_save embeddings train with the A group, as in "
-               "PEFT)");
+    TORCH_WARN(
+        "adapter/lora_plus: loraplus_lr_embedding has no effect: it sets the lr of LoRA on embedding layers, "
+        "and adapter/lora adapts Linear slots only (modules_to_save embeddings train with the A group, as in "
+        "PEFT)");
   return o;
 }
 

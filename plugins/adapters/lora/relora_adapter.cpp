@@ -20,6 +20,9 @@
 #include <spdlog/spdlog.h>
 #include <torch/nn/init.h>
 
+#include "ftcore/sdk/option_error.h"
+#include "ftcore/sdk/option_fields.h"
+
 namespace ftcore::plugins::lora {
 
 namespace {
@@ -122,17 +125,18 @@ sdk::ParamSpec relora_param_spec() {
 }
 
 ReloraOptions relora_options_from(const sdk::Options& options) {
-  ReloraOptions o;
-  o.relora_steps = options.get_int("relora_steps");
-  o.warmup_steps = options.get_int("relora_warmup_steps");
-  o.anneal_steps = options.get_int("relora_anneal_steps");
-  o.prune_ratio = options.get_float("relora_prune_ratio");
-  o.cpu_offload = options.get_bool("relora_cpu_offload");
+  using O = ReloraOptions;
+  const O o = sdk::read_fields<O>(options, {{"relora_steps", &O::relora_steps},
+                                            {"relora_warmup_steps", &O::warmup_steps},
+                                            {"relora_anneal_steps", &O::anneal_steps},
+                                            {"relora_prune_ratio", &O::prune_ratio},
+                                            {"relora_cpu_offload", &O::cpu_offload}});
   // use_dora comes with adapter/lora's options when DoRA is built in; a DoRA
   // restart would also have to fold the magnitude vector in.
   if (options.spec() && options.spec()->find("use_dora") && options.get_bool("use_dora"))
-    throw std::invalid_argument("adapter/relora: use_dora = true is not supported (ReLoRA restarts merge plain "
-                                "LoRA cycles); use adapter/lora for DoRA");
+    throw sdk::OptionError(
+        "adapter/relora: use_dora = true is not supported (ReLoRA restarts merge plain "
+        "LoRA cycles); use adapter/lora for DoRA");
   return o;
 }
 
@@ -170,15 +174,15 @@ int64_t magnitude_prune_(at::Tensor& tensor, double ratio) {
 ReloraAdapter::ReloraAdapter(LoraOptions lora, ReloraOptions relora)
     : LoraAdapter(without_initial_dir(lora)), lora_(std::move(lora)), relora_(relora) {
   if (relora_.relora_steps < 1)
-    throw std::invalid_argument("relora_steps must be >= 1, got " + std::to_string(relora_.relora_steps));
+    throw sdk::OptionError("relora_steps must be >= 1, got " + std::to_string(relora_.relora_steps));
   if (relora_.warmup_steps < 0 || relora_.warmup_steps > relora_.relora_steps)
-    throw std::invalid_argument("relora_warmup_steps must be in [0, relora_steps = " +
-                                std::to_string(relora_.relora_steps) + "], got " + std::to_string(relora_.warmup_steps));
+    throw sdk::OptionError("relora_warmup_steps must be in [0, relora_steps = " + std::to_string(relora_.relora_steps) +
+                           "], got " + std::to_string(relora_.warmup_steps));
   if (relora_.anneal_steps < 0 || relora_.anneal_steps > relora_.relora_steps)
-    throw std::invalid_argument("relora_anneal_steps must be in [0, relora_steps = " +
-                                std::to_string(relora_.relora_steps) + "], got " + std::to_string(relora_.anneal_steps));
+    throw sdk::OptionError("relora_anneal_steps must be in [0, relora_steps = " + std::to_string(relora_.relora_steps) +
+                           "], got " + std::to_string(relora_.anneal_steps));
   if (!(relora_.prune_ratio >= 0.0 && relora_.prune_ratio < 1.0))
-    throw std::invalid_argument("relora_prune_ratio must be in [0, 1), got " + std::to_string(relora_.prune_ratio));
+    throw sdk::OptionError("relora_prune_ratio must be in [0, 1), got " + std::to_string(relora_.prune_ratio));
   if (!lora_.lora_model_dir.empty()) {
     check_initial_dir(lora_.lora_model_dir, lora_);
     initial_dir_ = lora_.lora_model_dir;

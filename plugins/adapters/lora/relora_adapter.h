@@ -90,7 +90,7 @@ int64_t magnitude_prune_(at::Tensor& tensor, double ratio);
 
 class ReloraAdapter : public LoraAdapter {
  public:
-  // Throws std::invalid_argument for a bad relora_* value or lora_model_dir.
+  // Throws sdk::OptionError for a bad relora_* value, std::invalid_argument for a bad lora_model_dir.
   ReloraAdapter(LoraOptions lora, ReloraOptions relora);
 
   std::vector<sdk::ParamGroupSpec> apply(sdk::ModelView& model) override;

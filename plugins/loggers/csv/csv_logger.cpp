@@ -39,6 +39,7 @@
 #include <string>
 
 #include "ftcore/sdk/logger.h"
+#include "ftcore/sdk/option_error.h"
 #include "ftcore/sdk/plugin.h"
 #include "ftcore/sdk/registry.h"
 
@@ -173,9 +174,9 @@ void register_csv(sdk::Registry& registry) {
   registry.add_logger({"csv", "Metrics as CSV rows step,phase,time,name,value (metrics.csv)", std::move(spec)},
                       [](const sdk::Options& options) -> std::unique_ptr<sdk::Logger> {
                         if (options.get_string("file").empty())
-                          throw std::invalid_argument("file must not be empty");
+                          throw sdk::OptionError("file must not be empty");
                         if (options.get_string("file") == options.get_string("text_file"))
-                          throw std::invalid_argument("file and text_file must differ");
+                          throw sdk::OptionError("file and text_file must differ");
                         return std::make_unique<CsvLogger>(options.get_string("file"),
                                                            options.get_string("text_file"));
                       });

@@ -24,15 +24,16 @@
 #include <utility>
 #include <vector>
 
-#include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/options_with_lr.h"
 #include "ftcore/sdk/params.h"
+#include "ftcore/sdk/slot_optimizer.h"
 
 namespace ftcore::plugins::adafactor {
 
-struct AdafactorOptions : public torch::optim::OptimizerCloneableOptions<AdafactorOptions> {
+struct AdafactorOptions : public sdk::OptionsWithLr<AdafactorOptions> {
   // The group lr: the lr itself without relative_step, a multiplier of the
   // relative step (1.0 before lr_scale and the schedule) with it.
-  double lr = 1.0;
+  AdafactorOptions() : OptionsWithLr(1.0) {}
   std::pair<double, double> eps = {1e-30, 1e-3};
   double clip_threshold = 1.0;
   double decay_rate = -0.8;
@@ -41,39 +42,23 @@ struct AdafactorOptions : public torch::optim::OptimizerCloneableOptions<Adafact
   bool scale_parameter = true;
   bool relative_step = true;
   bool warmup_init = false;
-
-  double get_lr() const override { return lr; }
-  void set_lr(const double value) override { lr = value; }
 };
 
 sdk::ParamSpec adafactor_param_spec();
-// Throws std::invalid_argument on contradicting options, as transformers raises ValueError.
+// Throws sdk::OptionError on contradicting options, as transformers raises ValueError.
 AdafactorOptions adafactor_options_from(const sdk::Options& options);
 
-class Adafactor : public sdk::Optimizer {
+class Adafactor : public sdk::SlotOptimizer {
  public:
   Adafactor(const std::vector<sdk::ParamGroupSpec>& groups, const AdafactorOptions& options);
 
   at::Tensor step(LossClosure closure = nullptr) override;
-  std::string name() const override { return "adafactor"; }
-  std::string family() const override { return "adafactor"; }
-  sdk::TensorMap state_by_name() const override;
-  void load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion conversion) override;
 
  private:
-  struct ParamState {
-    int64_t step = 0;
-    at::Tensor exp_avg_sq_row, exp_avg_sq_col;  // factored (>= 2 dims)
-    at::Tensor exp_avg_sq;                      // unfactored
-    at::Tensor exp_avg;                         // beta1 only
-    bool initialized() const { return exp_avg_sq_row.defined() || exp_avg_sq.defined(); }
-  };
-  ParamState& state_for(size_t group, size_t index);
   // The relative step size rho of transformers' _get_lr for this group and step.
   double relative_step_size(size_t group, int64_t step) const;
 
   AdafactorOptions options_;
-  std::vector<std::vector<ParamState>> state_;  // [group][param]
 };
 
 // Shapes of the factored statistics of a parameter: shape[:-1] and shape[:-2] + shape[-1:].

@@ -1,21 +1,17 @@
 // Registers optimizer/adafactor.
 #include "adafactor.h"
+#include "ftcore/sdk/factories.h"
 #include "ftcore/sdk/plugin.h"
-#include "ftcore/sdk/registry.h"
 
-namespace {
+namespace ftcore::plugins::adafactor {
 
-void register_adafactor(ftcore::sdk::Registry& registry) {
-  using namespace ftcore;
+static void register_adafactor(sdk::Registry& registry) {
   registry.add_optimizer(
       {"adafactor", "Adafactor (factored second moments, relative step, update clipping) as transformers defines it",
-       plugins::adafactor::adafactor_param_spec()},
-      [](std::vector<sdk::ParamGroupSpec> groups, const sdk::Options& options) -> std::unique_ptr<sdk::Optimizer> {
-        return std::make_unique<plugins::adafactor::Adafactor>(groups,
-                                                              plugins::adafactor::adafactor_options_from(options));
-      });
+       adafactor_param_spec()},
+      sdk::optimizer_factory<Adafactor>(adafactor_options_from));
 }
 
-}  // namespace
+}  // namespace ftcore::plugins::adafactor
 
-FTCORE_PLUGIN("adafactor", "1.0.0", "Apache-2.0", register_adafactor)
+FTCORE_PLUGIN("adafactor", "1.0.0", "Apache-2.0", ftcore::plugins::adafactor::register_adafactor)

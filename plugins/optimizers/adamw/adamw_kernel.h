@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <c10/core/ScalarType.h>
@@ -45,6 +46,10 @@ struct AdamWTensor {
   c10::ScalarType dtype;
   AdamWScalars scalars;
 };
+
+// The scalars of update number `step` (1 on the first): in double, then
+// rounded to fp32, as torch's Python-side math does.
+AdamWScalars adamw_scalars(double lr, double weight_decay, std::pair<double, double> betas, double eps, int64_t step);
 
 // Elements [begin, end) of one tensor; one function per ISA and dtype.
 using ChunkUpdate = void (*)(const AdamWTensor& t, int64_t begin, int64_t end);

@@ -1,3 +1,3 @@
-// The AdamW element loop built for the generic instruction set (flags in CMakeLists.txt).
+// The AdamW element loop built for the generic instruction set (flags: ftcore_add_isa_sources in CMakeLists.txt).
 #define FTCORE_KERNEL_FACTORY generic_kernels
 #include "adamw_kernel_impl.h"

@@ -72,6 +72,59 @@ void add_moment_as_8bit(sdk::TensorMap& state, const std::string& param, const s
   state.add(absmax_key(param, slot), absmax);
 }
 
+namespace {
+
+// A slot whose zeros are `zeros(param)` for the parameters that keep its form.
+sdk::StateSlot kept_slot(std::string name, KeepsForm kept, std::function<at::Tensor(const at::Tensor&)> zeros) {
+  sdk::StateSlot s;
+  s.name = std::move(name);
+  s.make = [kept, zeros](const at::Tensor& p) { return !kept || kept(p) ? zeros(p) : at::Tensor(); };
+  return s;
+}
+
+}  // namespace
+
+KeepsForm keeps_8bit(int64_t min_8bit_size) {
+  return [min_8bit_size](const at::Tensor& p) { return p.numel() >= min_8bit_size; };
+}
+
+KeepsForm keeps_fp32(int64_t min_8bit_size) {
+  return [min_8bit_size](const at::Tensor& p) { return p.numel() < min_8bit_size; };
+}
+
+sdk::StateSlot fp32_moment_slot(const std::string& slot, KeepsForm kept) {
+  sdk::StateSlot s = kept_slot(slot, kept, [](const at::Tensor& p) {
+    return at::zeros(p.sizes(), p.options().dtype(at::kFloat));
+  });
+  s.load = [slot, kept](const sdk::TensorMap& state, const std::string& n, const at::Tensor& p) {
+    return !kept || kept(p) ? read_moment_fp32(state, n, slot, p.sizes()).to(p.device()) : at::Tensor();
+  };
+  return s;
+}
+
+// The 8-bit form is read whole (codes and absmax) for each of its two slots:
+// from 8-bit state that is a copy, from fp32 state (a conversion) a second
+// quantization giving the same result.
+sdk::StateSlot codes_slot(const std::string& slot, KeepsForm kept) {
+  sdk::StateSlot s = kept_slot(slot + ".q8", kept, [](const at::Tensor& p) {
+    return at::zeros(p.sizes(), p.options().dtype(at::kByte));  // bitsandbytes starts from zero codes
+  });
+  s.load = [slot, kept](const sdk::TensorMap& state, const std::string& n, const at::Tensor& p) {
+    return kept(p) ? read_moment_8bit(state, n, slot, p.sizes()).codes.to(p.device()) : at::Tensor();
+  };
+  return s;
+}
+
+sdk::StateSlot absmax_slot(const std::string& slot, KeepsForm kept) {
+  sdk::StateSlot s = kept_slot(slot + ".absmax", kept, [](const at::Tensor& p) {
+    return at::zeros({num_blocks(p.numel(), kStateBlock)}, p.options().dtype(at::kFloat));  // and zero absmax
+  });
+  s.load = [slot, kept](const sdk::TensorMap& state, const std::string& n, const at::Tensor& p) {
+    return kept(p) ? read_moment_8bit(state, n, slot, p.sizes()).absmax.to(p.device()) : at::Tensor();
+  };
+  return s;
+}
+
 std::optional<AdamState> read_adam_state(const sdk::TensorMap& state, const std::string& param,
                                          at::IntArrayRef shape) {
   const at::Tensor* step = state.find(param + ".step");

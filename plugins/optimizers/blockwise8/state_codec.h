@@ -6,15 +6,18 @@
 //           "<param>.<slot>.absmax" fp32 [ceil(numel/256)]
 // slot "exp_avg" uses the signed dynamic map, "exp_avg_sq" the unsigned one;
 // "<param>.step" (int64 scalar) counts the updates (adam family).
-// Used by optimizer/adamw, adamw_8bit, lion, lion_8bit and the paged optimizers.
+// Used by optimizer/adamw, adamw_8bit, lion, lion_8bit and the paged optimizers
+// (library ftcore_state_codec, with blockwise8.h and dynamic_map.h).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include <ATen/core/Tensor.h>
 
+#include "ftcore/sdk/slot_optimizer.h"
 #include "ftcore/sdk/tensor_map.h"
 
 namespace ftcore::plugins::blockwise8 {
@@ -47,6 +50,20 @@ Moment8bit read_moment_8bit(const sdk::TensorMap& state, const std::string& para
 // Adds the 8-bit form of an fp32 moment to `state` (quantized, blocks of 256).
 void add_moment_as_8bit(sdk::TensorMap& state, const std::string& param, const std::string& slot,
                         const at::Tensor& fp32);
+
+// Slots of a moment for sdk::SlotOptimizer tables (sdk/slot_optimizer.h),
+// each read back from either precision. `kept(param)` says which parameters
+// keep that form (empty: all); the others get no such slot.
+using KeepsForm = std::function<bool(const at::Tensor& param)>;
+// bitsandbytes' rule for which form: 8-bit from min_8bit_size elements up, fp32 below.
+KeepsForm keeps_8bit(int64_t min_8bit_size);
+KeepsForm keeps_fp32(int64_t min_8bit_size);
+// "<param>.<slot>": fp32 zeros shaped like the parameter.
+sdk::StateSlot fp32_moment_slot(const std::string& slot, KeepsForm kept = {});
+// "<param>.<slot>.q8": uint8 zero codes shaped like the parameter.
+sdk::StateSlot codes_slot(const std::string& slot, KeepsForm kept);
+// "<param>.<slot>.absmax": fp32 zeros, one per 256-element block.
+sdk::StateSlot absmax_slot(const std::string& slot, KeepsForm kept);
 
 // Adam's state of one parameter, in fp32, from either precision; nullopt
 // when the parameter had not been stepped (no "<param>.step").

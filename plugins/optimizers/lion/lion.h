@@ -14,39 +14,30 @@
 #include <utility>
 #include <vector>
 
-#include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/options_with_lr.h"
 #include "ftcore/sdk/params.h"
+#include "ftcore/sdk/slot_optimizer.h"
 
 namespace ftcore::plugins::lion {
 
-struct LionOptions : public torch::optim::OptimizerCloneableOptions<LionOptions> {
-  double lr = 1e-4;
+struct LionOptions : public sdk::OptionsWithLr<LionOptions> {
+  LionOptions() : OptionsWithLr(1e-4) {}
   std::pair<double, double> betas = {0.9, 0.99};
   double weight_decay = 0.0;
   bool decoupled_weight_decay = false;
-
-  double get_lr() const override { return lr; }
-  void set_lr(const double value) override { lr = value; }
 };
 
 sdk::ParamSpec lion_param_spec();
 LionOptions lion_options_from(const sdk::Options& options);
 
-class Lion : public sdk::Optimizer {
+class Lion : public sdk::SlotOptimizer {
  public:
   Lion(const std::vector<sdk::ParamGroupSpec>& groups, const LionOptions& options);
 
   at::Tensor step(LossClosure closure = nullptr) override;
-  std::string name() const override { return "lion"; }
-  std::string family() const override { return "lion"; }
-  sdk::TensorMap state_by_name() const override;
-  void load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion conversion) override;
 
  private:
-  at::Tensor& exp_avg_for(size_t group, size_t index);
-
   LionOptions options_;
-  std::vector<std::vector<at::Tensor>> exp_avg_;  // [group][param]; undefined until first stepped
 };
 
 }  // namespace ftcore::plugins::lion

@@ -1,3 +1,3 @@
-// The Lion element loop built for the avx2 instruction set (flags in CMakeLists.txt).
+// The Lion element loop built for the avx2 instruction set (flags: ftcore_add_isa_sources in CMakeLists.txt).
 #define FTCORE_KERNEL_FACTORY avx2_kernels
 #include "lion_kernel_impl.h"

@@ -1,20 +1,17 @@
 // Registers optimizer/lion.
-#include "ftcore/sdk/plugin.h"
-#include "ftcore/sdk/registry.h"
 #include "lion.h"
+#include "ftcore/sdk/factories.h"
+#include "ftcore/sdk/plugin.h"
 
-namespace {
+namespace ftcore::plugins::lion {
 
-void register_lion(ftcore::sdk::Registry& registry) {
-  using namespace ftcore;
+static void register_lion(sdk::Registry& registry) {
   registry.add_optimizer(
       {"lion", "Lion (sign of interpolated momentum, decoupled weight decay), fused multi-tensor CPU kernel",
-       plugins::lion::lion_param_spec()},
-      [](std::vector<sdk::ParamGroupSpec> groups, const sdk::Options& options) -> std::unique_ptr<sdk::Optimizer> {
-        return std::make_unique<plugins::lion::Lion>(groups, plugins::lion::lion_options_from(options));
-      });
+       lion_param_spec()},
+      sdk::optimizer_factory<Lion>(lion_options_from));
 }
 
-}  // namespace
+}  // namespace ftcore::plugins::lion
 
-FTCORE_PLUGIN("lion", "1.0.0", "Apache-2.0", register_lion)
+FTCORE_PLUGIN("lion", "1.0.0", "Apache-2.0", ftcore::plugins::lion::register_lion)

@@ -25,49 +25,30 @@
 #include <utility>
 #include <vector>
 
-#include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/options_with_lr.h"
 #include "ftcore/sdk/params.h"
+#include "optimizer_8bit.h"
+#include "options_8bit.h"
 
 namespace ftcore::plugins::lion_8bit {
 
-struct Lion8bitOptions : public torch::optim::OptimizerCloneableOptions<Lion8bitOptions> {
-  double lr = 1e-4;
+struct Lion8bitOptions : public sdk::OptionsWithLr<Lion8bitOptions>, public blockwise8::State8bitOptions {
+  explicit Lion8bitOptions(blockwise8::State8bitOptions state = {}) : OptionsWithLr(1e-4), State8bitOptions(state) {}
   std::pair<double, double> betas = {0.9, 0.99};
   double weight_decay = 0.0;
-  int64_t min_8bit_size = 4096;
-  int64_t percentile_clipping = 100;
-
-  double get_lr() const override { return lr; }
-  void set_lr(const double value) override { lr = value; }
 };
 
 sdk::ParamSpec lion_8bit_param_spec();
 Lion8bitOptions lion_8bit_options_from(const sdk::Options& options);
 
-class Lion8bit : public sdk::Optimizer {
+class Lion8bit : public blockwise8::SlotOptimizer8bit {
  public:
   Lion8bit(const std::vector<sdk::ParamGroupSpec>& groups, const Lion8bitOptions& options);
 
   at::Tensor step(LossClosure closure = nullptr) override;
-  std::string name() const override { return "lion_8bit"; }
-  std::string family() const override { return "lion"; }
-  sdk::TensorMap state_by_name() const override;
-  void load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion conversion) override;
 
  private:
-  struct ParamState {
-    int64_t step = 0;
-    at::Tensor q1, absmax1;  // 8-bit state
-    at::Tensor m32;          // fp32 state (small tensors)
-    at::Tensor gnorm_vec;    // fp32[100] with percentile clipping
-    bool started() const { return q1.defined() || m32.defined(); }
-  };
-  ParamState& state_for(size_t group, size_t index);
-  bool eight_bit(const at::Tensor& p) const { return p.numel() >= options_.min_8bit_size; }
-
   Lion8bitOptions options_;
-  std::vector<std::vector<ParamState>> state_;  // [group][param]
-  at::Tensor device_map_;                       // the signed map on the CUDA device in use
 };
 
 }  // namespace ftcore::plugins::lion_8bit

@@ -16,18 +16,16 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-#include <utility>
 #include <vector>
 
-#include "adamw_8bit.h"
-#include "paged_adamw.h"
+#include "options_8bit.h"
+#include "paged_optimizer.h"
 
 namespace ftcore::plugins::paged_adamw {
 
 sdk::ParamSpec paged_adamw_8bit_param_spec();
 
-class PagedAdamW8bit : public sdk::Optimizer {
+class PagedAdamW8bit : public PagedOptimizer {
  public:
   PagedAdamW8bit(const std::vector<sdk::ParamGroupSpec>& groups, const adamw_8bit::AdamW8bitOptions& options,
                  const PagingOptions& paging);
@@ -35,29 +33,22 @@ class PagedAdamW8bit : public sdk::Optimizer {
   at::Tensor step(LossClosure closure = nullptr) override;
   std::string name() const override { return "paged_adamw_8bit"; }
   std::string family() const override { return "adam"; }
-  sdk::TensorMap state_by_name() const override;
   void load_state_by_name(const sdk::TensorMap& state, sdk::StateConversion conversion) override;
-  void attach_run_folder(const std::string& dir) override { state_.set_directory(dir); }
 
  private:
   // Slots: 8-bit codes and absmax of m and v, or fp32 m and v (small tensors).
   enum Slot : size_t { kCodes1 = 0, kCodes2 = 1, kAbsmax1 = 2, kAbsmax2 = 3, kExpAvg32 = 4, kExpAvgSq32 = 5 };
-  const at::Tensor& param(size_t t) const { return param_groups_[where_[t].first].params()[where_[t].second]; }
-  const std::string& param_name(size_t t) const { return group_info(where_[t].first).param_names[where_[t].second]; }
   bool eight_bit(size_t t) const { return param(t).numel() >= options_.min_8bit_size; }
-  void ensure_state();
+  std::vector<int64_t> slot_elements(size_t t) const override;
+  void save_tensor(sdk::TensorMap& out, size_t t) const override;
+  void load_tensor(const sdk::TensorMap& state, size_t t) override;
   void step_cpu(const std::vector<char>& has_grad);
   void step_cuda(const std::vector<char>& has_grad);
 
   adamw_8bit::AdamW8bitOptions options_;
-  std::vector<std::pair<size_t, size_t>> where_;  // tensor -> (group, index)
-  std::vector<int64_t> steps_;                    // per tensor; 0: never stepped
-  std::vector<at::Tensor> gnorm_vec_;             // per tensor, fp32[100] with percentile clipping
-  std::vector<float> gnorm_scale_;                // this step's, per tensor
-  mutable PagedState state_;
-  mutable bool views_out_ = false;
-  at::Tensor device_maps_;  // [2, 256] signed, unsigned on the CUDA device (CUDA only)
-  int64_t step_count_ = 0;
+  std::vector<at::Tensor> gnorm_vec_;  // per tensor, fp32[100] with percentile clipping
+  std::vector<float> gnorm_scale_;     // this step's, per tensor
+  at::Tensor device_maps_;             // [2, 256] signed, unsigned on the CUDA device (CUDA only)
 };
 
 }  // namespace ftcore::plugins::paged_adamw

@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include "ftcore/sdk/option_error.h"
+
 namespace ftcore::plugins::bnb4bit {
 namespace {
 
@@ -16,7 +18,7 @@ at::ScalarType dtype_from_option(const std::string& name) {
   if (name == "fp32") return at::kFloat;
   if (name == "uint8") return at::kByte;
   if (name == "int8") return at::kChar;
-  throw std::invalid_argument("bnb4bit: unknown dtype option '" + name + "'");
+  throw sdk::OptionError("bnb4bit: unknown dtype option '" + name + "'");
 }
 
 }  // namespace
@@ -42,8 +44,8 @@ Bnb4bitOptions bnb4bit_options_from(QuantType type, const sdk::Options& options)
   o.type = type;
   o.blocksize = options.get_int("blocksize");
   if (!valid_blocksize(o.blocksize))
-    throw std::invalid_argument("bnb4bit: blocksize: got " + std::to_string(o.blocksize) +
-                                ", supported 32, 64, 128, 256, 512, 1024, 2048, 4096");
+    throw sdk::OptionError("bnb4bit: blocksize: got " + std::to_string(o.blocksize) +
+                           ", supported 32, 64, 128, 256, 512, 1024, 2048, 4096");
   o.double_quant = options.get_bool("double_quant");
   o.compute_dtype = dtype_from_option(options.get_string("compute_dtype"));
   o.quant_storage = dtype_from_option(options.get_string("quant_storage"));

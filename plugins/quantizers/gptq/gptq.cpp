@@ -6,6 +6,7 @@
 
 #include <ATen/ATen.h>
 
+#include "ftcore/sdk/option_error.h"
 #include "gptq_pack.h"
 
 namespace ftcore::plugins::gptq {
@@ -62,10 +63,10 @@ GptqConfig gptq_config_from(const sdk::Options& options) {
   GptqConfig c;
   const int64_t bits = options.get_int("bits");
   if (!supported_bits(bits))
-    throw std::invalid_argument("gptq: bits: got " + std::to_string(bits) + ", supported 2, 3, 4, 8");
+    throw sdk::OptionError("gptq: bits: got " + std::to_string(bits) + ", supported 2, 3, 4, 8");
   c.bits = static_cast<int>(bits);
   c.group_size = options.get_int("group_size");
-  if (c.group_size == 0) throw std::invalid_argument("gptq: group_size: got 0, supported -1 or a positive size");
+  if (c.group_size == 0) throw sdk::OptionError("gptq: group_size: got 0, supported -1 or a positive size");
   c.damp_percent = options.get_float("damp_percent");
   c.desc_act = options.get_bool("desc_act");
   c.sym = options.get_bool("sym");

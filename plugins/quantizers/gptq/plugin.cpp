@@ -1,20 +1,17 @@
 // Registers quantizer/gptq.
+#include "ftcore/sdk/factories.h"
 #include "ftcore/sdk/plugin.h"
-#include "ftcore/sdk/registry.h"
 #include "gptq.h"
 
-namespace {
+namespace ftcore::plugins::gptq {
 
-void register_gptq(ftcore::sdk::Registry& registry) {
-  using namespace ftcore;
+static void register_gptq(sdk::Registry& registry) {
   registry.add_quantizer(
       {"gptq", "GPTQ post-training quantization (2/3/4/8-bit, groups, act-order), AutoGPTQ v1 checkpoint layout",
-       plugins::gptq::gptq_param_spec()},
-      [](const sdk::Options& options) -> std::unique_ptr<sdk::Quantizer> {
-        return std::make_unique<plugins::gptq::GptqQuantizer>(plugins::gptq::gptq_config_from(options));
-      });
+       gptq_param_spec()},
+      sdk::options_factory<sdk::Quantizer, GptqQuantizer>(gptq_config_from));
 }
 
-}  // namespace
+}  // namespace ftcore::plugins::gptq
 
-FTCORE_PLUGIN("gptq", "1.0.0", "Apache-2.0", register_gptq)
+FTCORE_PLUGIN("gptq", "1.0.0", "Apache-2.0", ftcore::plugins::gptq::register_gptq)

@@ -24,21 +24,22 @@
 // iterates in terms of the shifted parameters (Bengio et al. 2012,
 // "Advances in optimizing recurrent networks", https://arxiv.org/abs/1212.0901).
 //
-// State per parameter: one tensor, the momentum buffer, in the parameter's
+// State per parameter: one slot, the momentum buffer, in the parameter's
 // dtype and device; saved by parameter name as "<name>.momentum_buffer" in the
-// "sgd" state family.
+// "sgd" state family. sdk::SlotOptimizer saves, loads and loops; we write the update.
 #pragma once
 
 #include <vector>
 
-#include <ftcore/sdk/optimizer.h>
+#include <ftcore/sdk/options_with_lr.h>
 #include <ftcore/sdk/params.h>
+#include <ftcore/sdk/slot_optimizer.h>
 
 namespace sgd_nesterov {
 
 // Chainable setters, as libtorch's own optimizer options have.
-struct SgdNesterovOptions : public torch::optim::OptimizerCloneableOptions<SgdNesterovOptions> {
-  double lr = 1e-2;
+struct SgdNesterovOptions : public ftcore::sdk::OptionsWithLr<SgdNesterovOptions> {
+  SgdNesterovOptions() : OptionsWithLr(1e-2) {}
   double momentum = 0.9;
   double dampening = 0.0;
   double weight_decay = 0.0;
@@ -48,31 +49,25 @@ struct SgdNesterovOptions : public torch::optim::OptimizerCloneableOptions<SgdNe
   SgdNesterovOptions& set_dampening(double v) { dampening = v; return *this; }
   SgdNesterovOptions& set_weight_decay(double v) { weight_decay = v; return *this; }
   SgdNesterovOptions& set_nesterov(bool v) { nesterov = v; return *this; }
-
-  double get_lr() const override { return lr; }
-  void set_lr(const double value) override { lr = value; }
 };
 
 // The recipe keys, their defaults, ranges and docs (`ftcore plugins describe sgd_nesterov`).
 ftcore::sdk::ParamSpec sgd_nesterov_param_spec();
-// Typed options from validated recipe values; throws std::invalid_argument
+// Typed options from validated recipe values; throws ftcore::sdk::OptionError
 // when the combination is impossible (nesterov without momentum, or with dampening).
 SgdNesterovOptions sgd_nesterov_options_from(const ftcore::sdk::Options& options);
 
-class SgdNesterov : public ftcore::sdk::Optimizer {
+class SgdNesterov : public ftcore::sdk::SlotOptimizer {
  public:
   SgdNesterov(const std::vector<ftcore::sdk::ParamGroupSpec>& groups, const SgdNesterovOptions& options);
 
   at::Tensor step(LossClosure closure = nullptr) override;
-  std::string name() const override { return "sgd_nesterov"; }
-  std::string family() const override { return "sgd"; }
-  ftcore::sdk::TensorMap state_by_name() const override;
-  void load_state_by_name(const ftcore::sdk::TensorMap& state, ftcore::sdk::StateConversion conversion) override;
+
+ protected:
+  void check_parameter(size_t group, size_t index) const override;  // any dense tensor, any device
 
  private:
   SgdNesterovOptions options_;
-  // momentum_buffers_[group][param]; undefined until the parameter's first step.
-  std::vector<std::vector<at::Tensor>> momentum_buffers_;
 };
 
 }  // namespace sgd_nesterov
