@@ -102,17 +102,7 @@ nlohmann::json build_summary(const Experiment& e, const std::vector<ResolvedSett
     std::vector<PairedComparison> comparisons;
     std::vector<std::string> names;
     for (size_t a = 1; a < e.arms.size(); ++a) {
-      std::vector<double> control, treatment;
-      for (int64_t seed : e.seeds) {
-        const RunRecord *c = nullptr, *t = nullptr;
-        for (const RunRecord& r : runs.runs) {
-          if (r.seed != seed || !r.finished) continue;
-          if (r.arm == e.arms[0].name) c = &r;
-          if (r.arm == e.arms[a].name) t = &r;
-        }
-        if (c && t && c->metrics.count(metric) && t->metrics.count(metric))
-          control.push_back(c->metrics.at(metric)), treatment.push_back(t->metrics.at(metric));
-      }
+      const auto [control, treatment] = paired_values(e, runs, e.arms[a].name, metric);
       if (control.size() < 2) continue;
       comparisons.push_back(compare_paired(control, treatment, higher_is_better(metric), kBootstrapSeed, kBootstrapResamples));
       names.push_back(e.arms[a].name);

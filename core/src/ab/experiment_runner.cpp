@@ -47,7 +47,7 @@ struct Child {
 };
 
 // fork + exec `ftcore run ARM_RECIPE --set ...`, output appended to the run's ab_run.log.
-pid_t start_run(const Experiment& e, const Arm& arm, const RunRecord& r, int threads) {
+pid_t start_run(const Arm& arm, const RunRecord& r, int threads) {
   std::vector<std::string> args = {fs::read_symlink("/proc/self/exe").string(), "run", arm.recipe.string()};
   std::vector<std::string> sets = arm.overrides;
   sets.push_back("train.seed=" + std::to_string(r.seed));
@@ -55,7 +55,6 @@ pid_t start_run(const Experiment& e, const Arm& arm, const RunRecord& r, int thr
   sets.push_back("train.run_name=\"" + r.dir.filename().string() + "\"");
   sets.push_back("train.resume_from_checkpoint=\"auto\"");
   for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
-  (void)e;
   const std::string log = (r.dir / "ab_run.log").string();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
@@ -175,7 +174,7 @@ class Scheduler {
     write_file_atomically(r.dir / "ab_key", run_key(settings_[arm_index(r.arm)], r.seed) + "\n");
     launched_.insert(i);
     current_ = r.arm + " seed " + std::to_string(r.seed);
-    return {i, start_run(e_, e_.arms[arm_index(r.arm)], r, threads_), now_seconds()};
+    return {i, start_run(e_.arms[arm_index(r.arm)], r, threads_), now_seconds()};
   }
 
   void finish(const Child& child, int status, const std::vector<Child>& running) {
@@ -207,13 +206,7 @@ class Scheduler {
     for (size_t a = 1; a < e_.arms.size(); ++a) {
       const std::string& arm = e_.arms[a].name;
       if (runs_.stopped_hopeless.count(arm)) continue;
-      std::vector<double> control, treatment;
-      for (int64_t seed : e_.seeds) {
-        const RunRecord* c = find(e_.arms[0].name, seed);
-        const RunRecord* t = find(arm, seed);
-        if (c && t && c->finished && t->finished && c->metrics.count(metric) && t->metrics.count(metric))
-          control.push_back(c->metrics.at(metric)), treatment.push_back(t->metrics.at(metric));
-      }
+      const auto [control, treatment] = paired_values(e_, runs_, arm, metric);
       if (control.size() < 3) continue;
       if (hopeless(compare_paired(control, treatment, higher, kBootstrapSeed), higher, *e_.stop_hopeless)) {
         runs_.stopped_hopeless[arm] = static_cast<int64_t>(control.size());
@@ -221,12 +214,6 @@ class Scheduler {
                   << " in " << metric << " after " << control.size() << " seeds: no more seeds for it\n";
       }
     }
-  }
-
-  const RunRecord* find(const std::string& arm, int64_t seed) const {
-    for (const RunRecord& r : runs_.runs)
-      if (r.arm == arm && r.seed == seed) return &r;
-    return nullptr;
   }
 
   size_t done_count() const {
@@ -264,10 +251,26 @@ fs::path run_folder(const Experiment& e, const std::string& arm, int64_t seed) {
   return e.out_dir / "runs" / arm / ("seed-" + std::to_string(seed));
 }
 
-ExperimentRuns run_experiment(const Experiment& e, const std::vector<ResolvedSettings>& settings,
-                              const std::vector<std::string>& plugin_paths) {
-  (void)plugin_paths;
+ExperimentRuns run_experiment(const Experiment& e, const std::vector<ResolvedSettings>& settings) {
   return Scheduler(e, settings).run();
+}
+
+std::pair<std::vector<double>, std::vector<double>> paired_values(const Experiment& e, const ExperimentRuns& runs,
+                                                                  const std::string& arm, const std::string& metric) {
+  std::pair<std::vector<double>, std::vector<double>> out;
+  for (int64_t seed : e.seeds) {
+    const RunRecord *control = nullptr, *treatment = nullptr;
+    for (const RunRecord& r : runs.runs) {
+      if (r.seed != seed || !r.finished || !r.metrics.count(metric)) continue;
+      if (r.arm == e.arms.front().name) control = &r;
+      if (r.arm == arm) treatment = &r;
+    }
+    if (control && treatment) {
+      out.first.push_back(control->metrics.at(metric));
+      out.second.push_back(treatment->metrics.at(metric));
+    }
+  }
+  return out;
 }
 
 ExperimentRuns read_experiment_runs(const Experiment& e) { return planned_runs(e); }

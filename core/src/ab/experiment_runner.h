@@ -43,8 +43,12 @@ std::filesystem::path run_folder(const Experiment& e, const std::string& arm, in
 
 // Runs what is not finished; throws ConfigError when a run refuses its
 // recipe (exit 2) and std::runtime_error when one fails (naming its log).
-ExperimentRuns run_experiment(const Experiment& e, const std::vector<ResolvedSettings>& settings,
-                              const std::vector<std::string>& plugin_paths);
+ExperimentRuns run_experiment(const Experiment& e, const std::vector<ResolvedSettings>& settings);
+
+// The values of `metric` in the control's runs and in `arm`'s, paired by
+// seed, over the seeds where both runs finished with that metric.
+std::pair<std::vector<double>, std::vector<double>> paired_values(const Experiment& e, const ExperimentRuns& runs,
+                                                                  const std::string& arm, const std::string& metric);
 
 // The runs as they stand on disk (for `ftcore ab report`).
 ExperimentRuns read_experiment_runs(const Experiment& e);

@@ -87,22 +87,20 @@ int ab_command(const std::vector<std::string>& args) {
   std::string seed_list, out, metric;
   int seeds = 0, jobs = 0;
   double stop_hopeless = 0.0;
+  bool aa = false, dry_run = false;
   visible.add_options()("seeds", po::value(&seeds), "seeds 1..N (default 5)")(
       "seed-list", po::value(&seed_list), "explicit seeds: 1,2,3")(
       "set", po::value(&overrides)->composing(), "override a key in every arm (repeatable)")(
       "out", po::value(&out), "experiment folder (default runs/ab/<control>-vs-<arm>)")(
       "jobs", po::value(&jobs), "runs at once; the cores are divided between them (default 1)")(
       "metric", po::value(&metric), "metric of the verdict (default eval_loss)")(
-      "aa", po::bool_switch(), "add an A/A arm (the control again) measuring the noise floor")(
+      "aa", po::bool_switch(&aa), "add an A/A arm (the control again) measuring the noise floor")(
       "stop-hopeless", po::value(&stop_hopeless), "after 3 seeds, stop an arm worse than the control by this margin")(
       "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder (repeatable)")(
-      "dry-run", po::bool_switch(), "validate the arms and print how they differ; run nothing");
-  po::variables_map vm;
+      "dry-run", po::bool_switch(&dry_run), "validate the arms and print how they differ; run nothing");
   if (!parse_subcommand(args, visible, positionals)) return kExitOk;
   if (positionals.empty()) throw po::error("ab needs recipes (two or more) or an experiment file");
   if (positionals[0] == "report") return report_command(positionals);
-  const bool aa = std::find(args.begin(), args.end(), "--aa") != args.end();
-  const bool dry_run = std::find(args.begin(), args.end(), "--dry-run") != args.end();
 
   ab::Experiment e;
   if (positionals.size() == 1 && is_experiment_file(positionals[0])) {
@@ -132,7 +130,7 @@ int ab_command(const std::vector<std::string>& args) {
   print_differences(e, settings);
   if (dry_run) return kExitOk;
   ab::save_experiment(e, settings);
-  const ab::ExperimentRuns runs = ab::run_experiment(e, settings, plugin_paths);
+  const ab::ExperimentRuns runs = ab::run_experiment(e, settings);
   return finish(e, settings, runs);
 }
 
