@@ -9,10 +9,10 @@ namespace {
 
 sdk::ParamSpec model_spec() {
   sdk::ParamSpec s;
-  s.add_string("path", std::nullopt).make_required().with_doc("HF model folder or a .gguf file.");
+  s.add_string("path", std::nullopt).make_required().with_doc("HF model folder or a .gguf file, relative to the recipe.");
   s.add_enum("dtype", {"auto", "bf16", "fp16", "fp32"}, "auto")
       .with_doc("Weights dtype; auto keeps the checkpoint's torch_dtype.");
-  s.add_string("tokenizer_path", std::nullopt).with_doc("Tokenizer folder when not the model folder.");
+  s.add_string("tokenizer_path", std::nullopt).with_doc("Tokenizer folder when not the model folder, relative to the recipe.");
   s.add_string("chat_template", std::nullopt).with_doc("Chat template name (chatml, llama-2, llama-3) or text.");
   s.add_enum("device", {"auto", "cpu", "cuda"}, "auto").with_doc("Where to train; auto picks CUDA when present.");
   return s;
@@ -20,7 +20,7 @@ sdk::ParamSpec model_spec() {
 
 sdk::ParamSpec data_spec() {
   sdk::ParamSpec s;
-  s.add_string("path", std::nullopt).make_required().with_doc("JSONL or JSON dataset file.");
+  s.add_string("path", std::nullopt).make_required().with_doc("JSONL or JSON dataset file, relative to the recipe.");
   s.add_enum("format", {"alpaca", "completion", "chat", "template"}, "alpaca").with_doc("Row format.");
   s.add_string("field", "text").with_doc("Text field of the completion format.");
   s.add_string("template", std::nullopt).with_doc("Prompt template with {instruction} and {input} (format = template).");
@@ -30,14 +30,14 @@ sdk::ParamSpec data_spec() {
   s.add_enum("padding_side", {"right", "left"}, "right").with_doc("Side padding goes on.");
   s.add_bool("sample_packing", false).with_doc("Pack several examples per row (use a packing sampler).");
   s.add_float("val_set_size", 0.0).with_range(0.0, 1.0).with_doc("Fraction held out for evaluation.");
-  s.add_string("dataset_prepared_path", std::nullopt).with_doc("Folder of the tokenized cache.");
+  s.add_string("dataset_prepared_path", std::nullopt).with_doc("Folder of the tokenized cache, relative to the working folder.");
   s.add_bool("skip_bad_rows", false).with_doc("Skip (and count) malformed rows instead of failing.");
   return s;
 }
 
 sdk::ParamSpec train_spec() {
   sdk::ParamSpec s;
-  s.add_string("output_dir", "runs").with_doc("Parent folder of run folders.");
+  s.add_string("output_dir", "runs").with_doc("Parent folder of run folders, relative to the working folder.");
   s.add_string("run_name", std::nullopt).with_doc("Run folder name; defaults to the recipe's file stem.");
   s.add_int("micro_batch_size", 1).at_least(1).with_doc("Examples per forward pass.");
   s.add_int("gradient_accumulation_steps", 1).at_least(1).with_doc("Micro-batches per optimizer step.");

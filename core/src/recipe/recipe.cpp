@@ -14,6 +14,9 @@ namespace ftcore {
 
 namespace {
 
+// The plugin name that means "no component here".
+constexpr const char* kNoComponent = "none";
+
 struct ComponentSection {
   const char* section;
   sdk::ComponentKind kind;
@@ -102,6 +105,20 @@ class RecipeValidator {
     if (!name) {
       diagnostics_.push_back({source_of(*name_node), "name in " + label + " must be a string naming the " +
                                                          s.section + " (known: " + known(s.kind) + ")"});
+      return std::nullopt;
+    }
+    // `name = "none"` drops a section a base recipe gave (a full fine-tune
+    // over a LoRA base); only optional sections can be dropped.
+    if (*name == kNoComponent) {
+      if (s.default_name) {
+        diagnostics_.push_back({source_of(*name_node), label + " cannot be \"none\": a run needs one (the default is \"" +
+                                                           s.default_name + "\")"});
+      } else if (table.size() > 1) {
+        for (const auto& [key, node] : table)
+          if (key.str() != "name")
+            diagnostics_.push_back({source_of(key, node), std::string(key.str()) + " in " + label +
+                                                              ": name = \"none\" drops the section, it takes no other keys"});
+      }
       return std::nullopt;
     }
     const RegistryEntry* entry = registry_.find(s.kind, *name);
@@ -207,6 +224,7 @@ Recipe validate_recipe(const toml::table& root, const fs::path& path, const Plug
   recipe.distributed = v.core_section(root, "distributed");
   v.core_section(root, "plugins");
   v.plugin_folders(root);
+  check_recipe_inputs(root, v.diagnostics());
 
   for (const auto& s : component_sections()) {
     const toml::node* node = root.get(s.section);
@@ -255,10 +273,20 @@ std::vector<const ComponentConfig*> Recipe::components() const {
 }
 
 namespace {
+bool in_exclusive_set(const sdk::ParamSpec& spec, const std::string& key) {
+  for (const auto& set : spec.exclusive_sets())
+    if (std::find(set.begin(), set.end(), key) != set.end()) return true;
+  return false;
+}
+
+// Every resolved key, so the lock shows what ran; but of keys that exclude
+// each other only the one the user gave (writing every default too would make
+// the lock contradict itself when run).
 void write_options(std::ostringstream& out, const sdk::Options& options) {
   for (const auto& p : options.spec()->params()) {
     const auto& value = options.value(p.key);
     if (std::holds_alternative<std::monostate>(value)) continue;
+    if (!options.is_set_by_user(p.key) && in_exclusive_set(*options.spec(), p.key)) continue;
     out << p.key << " = " << sdk::format_param_value(value) << "\n";
   }
 }

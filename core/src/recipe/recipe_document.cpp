@@ -151,6 +151,11 @@ toml::table load_with_bases(const fs::path& path, std::vector<fs::path>& chain, 
       throw ConfigError({{source_of(*base), "base recipes form a cycle: " + cycle + canonical.filename().string()}});
     }
   }
+  // Each level is a stack frame and an open file; no real recipe comes near this.
+  constexpr size_t kMaxBaseDepth = 64;
+  if (chain.size() >= kMaxBaseDepth)
+    throw ConfigError({{source_of(*base), "base recipes nest deeper than " + std::to_string(kMaxBaseDepth) +
+                                              " files (from " + chain.front().filename().string() + ")"}});
   chain.push_back(canonical);
   toml::table merged = load_with_bases(base_path, chain, source_of(*base));
   chain.pop_back();
@@ -282,6 +287,7 @@ toml::table load_recipe_table(const fs::path& path, const std::vector<std::strin
   chain.push_back(fs::weakly_canonical(path, ec));
   toml::table table = load_with_bases(path, chain, SourcePos{});
   std::vector<Diagnostic> diagnostics;
+  resolve_input_paths(table);
   for (const auto& item : overrides) apply_override(table, item, diagnostics);
   if (!diagnostics.empty()) throw ConfigError(std::move(diagnostics));
   return table;

@@ -82,7 +82,13 @@ struct Checker {
   }
 
   // `name` is the key, or "key[i]" for an element of a list or pair.
+  // TOML has inf and nan; no option of ours means either (`lr = inf` would
+  // pass `> 0` and turn every weight into NaN at the first step).
   bool in_range(const sdk::Param& p, const std::string& name, const toml::node& at, double v) {
+    if (!std::isfinite(v)) {
+      error(at, name + " = " + shown_value(at) + " in " + label + " must be a finite number");
+      return false;
+    }
     if (!p.range || p.range->contains(v)) return true;
     error(at, name + " = " + shown_value(at) + " in " + label + " is out of range: must be " + p.range->describe());
     return false;
