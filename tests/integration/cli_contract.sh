@@ -26,7 +26,7 @@ expect 0 "validate quickstart" -- "$ftcore" validate "$root/configs/quickstart.t
 expect 0 "validate with --set" -- "$ftcore" validate "$root/configs/quickstart.toml" --set optimizer.lr=1e-4
 expect 2 "validate with a bad --set" -- "$ftcore" validate "$root/configs/quickstart.toml" --set optimizer.lr=-1
 runs="$(mktemp -d)"
-expect 1 "run with a missing model folder" -- "$ftcore" run "$root/configs/quickstart.toml" --output-dir "$runs" --set model.path=/nonexistent
+expect 2 "run with a missing model folder (found by validation)" -- "$ftcore" run "$root/configs/quickstart.toml" --output-dir "$runs" --set model.path=/nonexistent
 expect 2 "run resuming from a folder that is not a checkpoint" -- "$ftcore" run "$root/configs/quickstart.toml" --output-dir "$runs" --set train.resume_from_checkpoint=/nonexistent
 expect 2 "run with an unknown metric_for_best" -- "$ftcore" run "$root/configs/quickstart.toml" --output-dir "$runs" --set train.metric_for_best=accuracy
 rm -rf "$runs"

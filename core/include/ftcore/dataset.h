@@ -47,6 +47,7 @@ struct Example {
 struct PreparedData {
   std::vector<Example> train, validation;
   int64_t rows = 0, skipped_rows = 0, truncated = 0;
+  int64_t without_targets = 0;  // examples left out: no target token within sequence_len
   std::string cache_key;  // hex SHA-256 of data file, tokenizer, options
   bool from_cache = false;
 };

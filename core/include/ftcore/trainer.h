@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +14,12 @@
 #include "ftcore/registry.h"
 
 namespace ftcore {
+
+// One evaluation's metrics, and the optimizer steps done when it ran (0: before training).
+struct EvalRecord {
+  int64_t step = 0;
+  std::vector<std::pair<std::string, double>> values;
+};
 
 struct TrainingOutcome {
   enum class Status {
@@ -24,8 +31,8 @@ struct TrainingOutcome {
   int signal = 0;  // with Interrupted
   std::string message;
   std::filesystem::path run_dir;
-  // The first and the last evaluation of the run (empty without validation data).
-  std::vector<std::pair<std::string, double>> first_eval, last_eval;
+  // The first and the last evaluation of this process (none without validation data).
+  std::optional<EvalRecord> first_eval, last_eval;
 };
 
 // Throws ConfigError for settings that only make sense together with the

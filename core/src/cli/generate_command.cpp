@@ -69,6 +69,21 @@ std::vector<int64_t> encode_request(const Tokenizer& tokenizer, const std::optio
   return {ids.begin(), ids.end()};
 }
 
+// Past max_position_embeddings the model was never trained and the RoPE
+// tables end; a prompt or a --max-new-tokens that goes there is refused.
+void check_prompt_fits(const std::vector<int64_t>& ids, const ModelConfig& config,
+                       const std::optional<int64_t>& max_new_tokens) {
+  const int64_t positions = config.max_position_embeddings, prompt = static_cast<int64_t>(ids.size());
+  if (positions <= 0) return;
+  if (prompt >= positions)
+    throw po::error("the prompt is " + std::to_string(prompt) + " tokens; the model holds " + std::to_string(positions) +
+                    " positions (max_position_embeddings), leaving no room to generate");
+  if (max_new_tokens && *max_new_tokens > positions - prompt)
+    throw po::error("--max-new-tokens " + std::to_string(*max_new_tokens) + " after a " + std::to_string(prompt) +
+                    "-token prompt runs past the model's " + std::to_string(positions) +
+                    " positions (max_position_embeddings); at most " + std::to_string(positions - prompt));
+}
+
 }  // namespace
 
 int generate_command(const std::vector<std::string>& args) {
@@ -122,9 +137,11 @@ int generate_command(const std::vector<std::string>& args) {
     }
   }
   load.device = device_text == "cuda" ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
-  read_model_config(model_dir);  // a folder that is not a supported model fails here, before the tokenizer
+  // A folder that is not a supported model fails here, before the tokenizer.
+  const ModelConfig config = read_model_config(model_dir);
   auto tokenizer = Tokenizer::from_folder(model_dir);
   const std::vector<int64_t> ids = encode_request(*tokenizer, prompt, chat, system);
+  check_prompt_fits(ids, config, max_new_tokens);
   // Declared before the model so they outlive it: the adapter's modules in
   // the model run code of the plugin library these keep loaded.
   PluginRegistry registry;
@@ -152,6 +169,11 @@ int generate_command(const std::vector<std::string>& args) {
   options.top_p = top_p.value_or(defaults.top_p);
   options.seed = seed;
   options.max_new_tokens = max_new_tokens.value_or(defaults.max_new_tokens.value_or(128));
+  const int64_t room = config.max_position_embeddings - static_cast<int64_t>(ids.size());
+  if (!max_new_tokens && options.max_new_tokens > room) {
+    spdlog::info("generating at most {} tokens: the model holds {} positions", room, config.max_position_embeddings);
+    options.max_new_tokens = room;
+  }
   options.stop_token_ids = defaults.eos_token_ids;
   try {
     validate_sampling_options(options);

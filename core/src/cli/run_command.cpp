@@ -21,10 +21,24 @@ namespace ftcore::cli {
 
 namespace {
 
-void print_eval(const char* label, const std::vector<std::pair<std::string, double>>& values) {
+void print_eval(const std::string& label, const EvalRecord& eval) {
   std::cout << label;
-  for (const auto& [k, v] : values) std::cout << "  " << k << " " << std::setprecision(4) << std::fixed << v;
+  for (const auto& [k, v] : eval.values) std::cout << "  " << k << " " << std::setprecision(4) << std::fixed << v;
   std::cout << "\n";
+}
+
+// "before" only for an evaluation that ran before the first step.
+void print_evals(const TrainingOutcome& outcome) {
+  if (!outcome.first_eval) return;
+  const EvalRecord& first = *outcome.first_eval;
+  const EvalRecord& last = *outcome.last_eval;
+  if (first.step == 0) {
+    print_eval("eval before:", first);
+    if (last.step != 0) print_eval("eval after: ", last);
+    return;
+  }
+  print_eval("eval at step " + std::to_string(first.step) + ":", first);
+  if (last.step != first.step) print_eval("eval at step " + std::to_string(last.step) + ":", last);
 }
 
 }  // namespace
@@ -57,10 +71,7 @@ int run_command(const std::vector<std::string>& args) {
     exec_torchrun(nproc, worker_args);
   }
   const TrainingOutcome outcome = run_training(loaded->recipe, loaded->registry);
-  if (!outcome.first_eval.empty()) {
-    print_eval("eval before:", outcome.first_eval);
-    print_eval("eval after: ", outcome.last_eval);
-  }
+  print_evals(outcome);
   switch (outcome.status) {
     case TrainingOutcome::Status::Completed:
       std::cout << "ftcore run: " << outcome.message << "\n";

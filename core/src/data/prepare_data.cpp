@@ -73,6 +73,24 @@ void split_validation(std::vector<Example>& all, const DataConfig& c, PreparedDa
   for (size_t i = 0; i < all.size(); ++i) (is_validation[i] ? out.validation : out.train).push_back(std::move(all[i]));
 }
 
+// An example whose target tokens were all cut by sequence_len (or that has
+// none) adds nothing to the loss; a run made only of such examples would
+// report success after training nothing. They are left out and counted.
+void drop_examples_without_targets(std::vector<Example>& examples, const DataConfig& c, PreparedData& out) {
+  const size_t before = examples.size();
+  if (before == 0) throw DataError(c.path.string() + ": the data file holds no rows");
+  examples.erase(std::remove_if(examples.begin(), examples.end(), [](const Example& e) { return e.target_tokens() == 0; }),
+                 examples.end());
+  out.without_targets = static_cast<int64_t>(before - examples.size());
+  const std::string where = "within sequence_len = " + std::to_string(c.sequence_len) +
+                            (c.train_on_inputs ? "" : " (prompt tokens are masked: train_on_inputs = false)");
+  if (examples.empty())
+    throw DataError(c.path.string() + ": none of the " + std::to_string(before) + " examples has a target token " + where);
+  if (out.without_targets)
+    spdlog::warn("{}: left out {} of {} examples with no target token {}", c.path.string(), out.without_targets, before,
+                 where);
+}
+
 }  // namespace
 
 PreparedData prepare_data(const DataConfig& config, const Tokenizer& tokenizer, const fs::path& tokenizer_file) {
@@ -113,7 +131,11 @@ PreparedData prepare_data(const DataConfig& config, const Tokenizer& tokenizer, 
     }
   }
   if (out.skipped_rows) spdlog::info("{}: skipped {} bad rows of {}", config.path.string(), out.skipped_rows, out.rows);
+  drop_examples_without_targets(examples, config, out);
   split_validation(examples, config, out);
+  if (out.train.empty())
+    throw DataError(fmt::format("{}: val_set_size = {} holds out all {} examples, leaving none to train on",
+                                config.path.string(), config.val_set_size, out.validation.size()));
   if (!cache_file.empty()) data::save_cache(cache_file, out);
   return out;
 }

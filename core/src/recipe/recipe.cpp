@@ -282,11 +282,19 @@ bool in_exclusive_set(const sdk::ParamSpec& spec, const std::string& key) {
 // Every resolved key, so the lock shows what ran; but of keys that exclude
 // each other only the one the user gave (writing every default too would make
 // the lock contradict itself when run).
-void write_options(std::ostringstream& out, const sdk::Options& options) {
+//
+// `input_paths` are written absolute: the lock lives in the run folder, and
+// a relative path there would resolve against it.
+void write_options(std::ostringstream& out, const sdk::Options& options,
+                   const std::vector<std::string>& input_paths = {}) {
   for (const auto& p : options.spec()->params()) {
     const auto& value = options.value(p.key);
     if (std::holds_alternative<std::monostate>(value)) continue;
     if (!options.is_set_by_user(p.key) && in_exclusive_set(*options.spec(), p.key)) continue;
+    if (std::find(input_paths.begin(), input_paths.end(), p.key) != input_paths.end()) {
+      out << p.key << " = " << sdk::format_param_value(fs::absolute(std::get<std::string>(value)).lexically_normal().string()) << "\n";
+      continue;
+    }
     out << p.key << " = " << sdk::format_param_value(value) << "\n";
   }
 }
@@ -295,11 +303,12 @@ void write_options(std::ostringstream& out, const sdk::Options& options) {
 std::string Recipe::lock_toml() const {
   std::ostringstream out;
   out << "# Every key resolved (defaults included) from " << path.string() << "\n";
-  for (const auto& [section, options] : {std::pair<const char*, const sdk::Options*>{"model", &model},
-                                         {"data", &data}, {"train", &train}}) {
-    out << "\n[" << section << "]\n";
-    write_options(out, *options);
-  }
+  out << "\n[model]\n";
+  write_options(out, model, {"path", "tokenizer_path"});
+  out << "\n[data]\n";
+  write_options(out, data, {"path"});
+  out << "\n[train]\n";
+  write_options(out, train);
   if (quantizer) {  // calibration rows matter only to a quantizer
     out << "\n[calibration]\n";
     write_options(out, calibration);

@@ -3,9 +3,11 @@
 #include "checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -92,6 +94,60 @@ T field(const nlohmann::json& j, const char* key, const std::string& origin) {
   }
 }
 
+// A hand-edited or corrupted trainer_state.json must not reach the loop: a
+// negative step divided by, a step of 1e18 walked to, a negative cursor
+// indexed with. Each field's own range is checked here; resume_from checks
+// the step against the recipe's plan.
+class StateFieldCheck {
+ public:
+  explicit StateFieldCheck(const std::string& origin) : origin_(origin) {}
+
+  void at_least(const char* field, int64_t value, int64_t min) const {
+    if (value < min) fail(field, std::to_string(value) + ", must be >= " + std::to_string(min));
+  }
+  void finite_at_least(const char* field, double value, double min) const {
+    if (!std::isfinite(value) || value < min) fail(field, number(value) + ", must be a finite number >= " + number(min));
+  }
+  void finite_above(const char* field, double value, double min) const {
+    if (!std::isfinite(value) || value <= min) fail(field, number(value) + ", must be a finite number > " + number(min));
+  }
+  [[noreturn]] void fail(const char* field, const std::string& what) const {
+    throw std::runtime_error(origin_ + ": field '" + field + "' is " + what);
+  }
+
+ private:
+  static std::string number(double v) { return nlohmann::json(v).dump(); }
+  const std::string& origin_;
+};
+
+void check_state_fields(const TrainerState& s, const std::string& origin) {
+  const StateFieldCheck check(origin);
+  check.at_least("total_steps", s.total_steps, 1);
+  check.at_least("global_step", s.global_step, 1);  // a checkpoint follows a step
+  if (s.global_step > s.total_steps)
+    check.fail("global_step", std::to_string(s.global_step) + ", past its own total_steps (" +
+                                  std::to_string(s.total_steps) + ")");
+  check.finite_at_least("epoch", s.epoch, 0.0);
+  if (s.epoch > static_cast<double>(s.global_step))  // every epoch takes at least one step
+    check.fail("epoch", nlohmann::json(s.epoch).dump() + ", more epochs than its " + std::to_string(s.global_step) +
+                            " steps can make");
+  check.at_least("cursor.epoch", s.cursor_epoch, 0);
+  check.at_least("cursor.batch", s.cursor_batch, 0);
+  check.finite_at_least("learning_rate", s.learning_rate, 0.0);
+  if (s.best_metric && !std::isfinite(*s.best_metric)) check.fail("best_metric", "not a finite number");
+  if (!s.best_checkpoint.empty() && s.best_checkpoint.rfind("checkpoint-", 0) != 0)
+    check.fail("best_checkpoint", "\"" + s.best_checkpoint + "\", not a checkpoint-<step> folder name");
+  check.at_least("evals_without_improvement", s.evals_without_improvement, 0);
+  check.at_least("watchdog_strikes", s.watchdog_strikes, 0);
+  check.finite_above("loss_scale.scale", s.loss_scale, 0.0);
+  check.at_least("loss_scale.clean_steps", s.loss_scale_clean_steps, 0);
+  check.at_least("micro_batch_splits", s.micro_batch_splits, 1);
+  check.at_least("log_window.steps", s.window_steps, 0);
+  check.at_least("log_window.tokens", s.window_tokens, 0);
+  check.finite_at_least("log_window.loss", s.window_loss, -std::numeric_limits<double>::infinity());
+  if (!s.log_history.is_array()) check.fail("log_history", "not an array");
+}
+
 }  // namespace
 
 std::string checkpoint_name(int64_t step) { return "checkpoint-" + std::to_string(step); }
@@ -148,6 +204,7 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   s.window_tokens = field<int64_t>(window, "tokens", origin);
   s.recipe_sha256 = field<std::string>(j, "recipe_sha256", origin);
   s.log_history = field<nlohmann::json>(j, "log_history", origin);
+  check_state_fields(s, origin);
   return s;
 }
 

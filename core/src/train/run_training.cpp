@@ -13,6 +13,7 @@
 
 #include "../dist/launch_environment.h"
 #include "ftcore/hash.h"
+#include "ftcore/model_config.h"
 #include "ftcore/trainer.h"
 #include "run_folder.h"
 #include "rng_streams.h"
@@ -48,6 +49,21 @@ train::Distributed connect_distributed(const Recipe& recipe, const std::optional
 }
 
 // Rank 0 prepares (and caches) the data first; the other ranks then read the cache.
+// A tokenizer that is not the model's yields ids past its embedding, which
+// would fail in the first forward as "index out of range in self".
+void check_token_ids_fit(const PreparedData& data, const ModelConfig& config, const Recipe& recipe,
+                         const fs::path& tokenizer_dir) {
+  for (const auto* split : {&data.train, &data.validation})
+    for (const Example& e : *split)
+      for (const int32_t id : e.input_ids)
+        if (id < 0 || id >= config.vocab_size)
+          throw train::recipe_error(
+              recipe.path, "token id " + std::to_string(id) + " of " + recipe.data.get_string("path") + ":" +
+                               std::to_string(e.source_line) + " is outside the model's embedding of " +
+                               std::to_string(config.vocab_size) + " rows (vocab_size in its config.json): the tokenizer in " +
+                               tokenizer_dir.string() + " does not belong to this model");
+}
+
 PreparedData prepare_data_once(const Recipe& recipe, const Tokenizer& tokenizer, const fs::path& tokenizer_file,
                                train::Distributed& d) {
   const DataConfig config = DataConfig::from_options(recipe.data, recipe.model, recipe.train);
@@ -105,6 +121,7 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
       recipe.model.has_value("tokenizer_path") ? fs::path(recipe.model.get_string("tokenizer_path")) : model_dir;
   s.tokenizer = Tokenizer::from_folder(tokenizer_dir);
   s.data = prepare_data_once(recipe, *s.tokenizer, tokenizer_dir / "tokenizer.json", s.distributed);
+  check_token_ids_fit(s.data, read_model_config(model_dir), recipe, tokenizer_dir);
   s.base = train::load_base_model(recipe, registry, s.data, device, s.options);
   s.trainable = train::select_trainable(recipe, registry, *s.base.model);
   s.collate = train::collate_options(recipe, *s.tokenizer);

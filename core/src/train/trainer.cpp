@@ -51,6 +51,11 @@ Trainer::Trainer(TrainingSetup& setup)
   state_.total_steps = plan_.total_steps();
   state_.scheduler = setup.components.scheduler_name;
   state_.recipe_sha256 = setup.recipe_sha256;
+  if (plan_.total_steps() > 0) {
+    const StepSlice first = plan_.slice(0);
+    for (int64_t b = first.first_batch; b < first.end_batch; ++b)
+      effective_batch_ += static_cast<int64_t>(plan_.batches(first.epoch).at(b).rows.size());
+  }
   if (setup.distributed.group)
     gradient_sync_ = std::make_unique<dist::GradientSynchronizer>(*setup.distributed.group, setup.trainable.tensors,
                                                                   setup.distributed.bucket_bytes);
@@ -85,15 +90,13 @@ void Trainer::log_train(double grad_norm) {
   const double now = wall_time_now();
   const double elapsed = std::max(now - window_start_time_, 1e-9);
   const auto steps = static_cast<double>(std::max<int64_t>(state_.window_steps, 1));
-  const int64_t effective_batch =
-      s_.options.micro_batch_size * s_.options.gradient_accumulation_steps * s_.distributed.world_size();
   std::vector<std::pair<std::string, double>> values = {
       {"loss", state_.window_loss / steps},
       {"lr", state_.learning_rate},
       {"grad_norm", grad_norm},
       {"epoch", state_.epoch},
       {"tokens_per_second", static_cast<double>(state_.window_tokens) / elapsed},  // the whole job's
-      {"effective_batch", static_cast<double>(effective_batch)},
+      {"effective_batch", static_cast<double>(effective_batch_)},
       {"peak_rss_mb", peak_rss_mib()},
       {"total_steps", static_cast<double>(state_.total_steps)}};
   if (optimizer_state_bytes_) values.emplace_back("optimizer_state_bytes", *optimizer_state_bytes_);
@@ -118,8 +121,8 @@ bool Trainer::evaluate_and_log() {
   std::vector<std::pair<std::string, double>> values = {{"loss", r.loss}, {"perplexity", r.perplexity}};
   if (r.exact_match) values.emplace_back("exact_match", *r.exact_match);
   log_metrics("eval", values);
-  if (first_eval_.empty()) first_eval_ = values;
-  last_eval_ = values;
+  if (!first_eval_) first_eval_ = EvalRecord{state_.global_step, values};
+  last_eval_ = EvalRecord{state_.global_step, values};
   for (size_t i = 0; i < std::min<size_t>(r.answers.size(), 3); ++i)
     log_text("eval/answer_" + std::to_string(i),
              "expected: " + r.answers[i].expected + "\ngenerated: " + r.answers[i].generated);
@@ -162,9 +165,7 @@ void Trainer::start_run() {
   s_.base.model->module().train();
   if (state_.global_step == 0) {
     log_metrics("train", {{"total_steps", static_cast<double>(state_.total_steps)},
-                          {"effective_batch", static_cast<double>(s_.options.micro_batch_size *
-                                                                  s_.options.gradient_accumulation_steps *
-                                                                  s_.distributed.world_size())}});
+                          {"effective_batch", static_cast<double>(effective_batch_)}});
     if (s_.options.eval_before_training) evaluate_and_log();
   }
   window_start_time_ = wall_time_now();

@@ -133,7 +133,8 @@ class Trainer {
   double window_communication_seconds_ = 0.0;
   double last_batch_hash_ = 0.0;
   std::optional<double> optimizer_state_bytes_;  // measured after the first step
-  std::vector<std::pair<std::string, double>> first_eval_, last_eval_;
+  std::optional<EvalRecord> first_eval_, last_eval_;
+  int64_t effective_batch_ = 0;  // rows of the first step, whole job: fewer than configured on a small set
 };
 
 // Seconds since the Unix epoch (log records' wall_time).

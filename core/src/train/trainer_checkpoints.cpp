@@ -89,6 +89,11 @@ void Trainer::write_final_outputs() {
 
 void Trainer::resume_from(const fs::path& dir) {
   LoadedCheckpoint c = read_checkpoint(dir, s_.trainable.adapter ? "adapter_model.safetensors" : "model.safetensors");
+  // Past the plan there is no step to take and no data cursor to find.
+  if (c.state.global_step > state_.total_steps)
+    throw std::runtime_error((dir / "trainer_state.json").string() + ": field 'global_step' is " +
+                             std::to_string(c.state.global_step) + ", past the " + std::to_string(state_.total_steps) +
+                             " steps this recipe plans; raise train.max_steps or num_epochs to train further");
   if (c.state.total_steps != state_.total_steps)
     spdlog::warn("resuming {}: it planned {} steps, this recipe plans {}", dir.string(), c.state.total_steps,
                  state_.total_steps);
