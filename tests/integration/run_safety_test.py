@@ -169,10 +169,13 @@ def check_metrics_survive_kill(ftcore, out, model, data):
     assert reached, "the run ended before metrics.jsonl showed 6 steps"
     seen = train_steps_tolerant(os.path.join(run_dir, "metrics.jsonl"))
     assert seen[:6] == [1, 2, 3, 4, 5, 6], f"metrics.jsonl during the run: {seen}"
+    last = max(int(c.split("-")[1]) for c in checkpoints(run_dir))
+    assert seen[-1] > last, f"metrics.jsonl holds steps up to {seen[-1]} only, the last checkpoint's ({last})"
     tt.run_ftcore(ftcore, path)
     steps = train_steps(run_dir)
     assert steps == list(range(1, 13)), f"after SIGKILL at step {len(seen)} and a resume: steps {steps}"
-    print(f"metrics: {len(seen)} steps on disk at the SIGKILL (checkpoints every 4); after the resume each of 1..12 once")
+    print(f"metrics: {seen[-1]} steps on disk at the SIGKILL, the last checkpoint at {last}; "
+          "after the resume each of 1..12 once")
 
 
 def check_signal_phases(ftcore, out, model, data):
