@@ -270,11 +270,10 @@ def check_disk_full(ftcore, out, model, data):
 
 
 def main():
-    ftcore = sys.argv[1]
     tt.require_default_tokenizer()
+    ftcore = sys.argv[1]
     with tempfile.TemporaryDirectory() as out:
-        model = tt.make_model(out)
-        data = tt.make_data(out)
+        model, data = tt.make_model(out), tt.make_data(out)
         check_convert(ftcore, out)
         check_lock(ftcore, out, model, data)
         check_finished_run(ftcore, out, model, data)
