@@ -123,3 +123,22 @@ def train_metric(run_dir, key):
 
 def train_losses(run_dir):
     return train_metric(run_dir, "loss")
+
+
+LORA_SECTION = ("\n[adapter]\nname = \"lora\"\nr = 4\nalpha = 8.0\ndropout = 0.0\n"
+                f"target_modules = {json.dumps(TARGETS)}\n")
+
+
+def lora_recipe(out, name, model, data, adapter=True, lr=5e-3, **train):
+    """A recipe training a fresh LoRA adapter (Kaiming A, zero B; or the whole model without `adapter`)."""
+    path = write_recipe(out, name, model, data, train=train, optimizer={"lr": lr})
+    if adapter:
+        with open(path, "a") as f:
+            f.write(LORA_SECTION)
+    return path
+
+
+def sha256_of(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()

@@ -35,8 +35,16 @@ struct TrainingOutcome {
   std::optional<EvalRecord> first_eval, last_eval;
 };
 
+// What the command line adds to a recipe.
+struct TrainingRequest {
+  // `ftcore run --overwrite`: a run folder holding a previous run (checkpoints,
+  // final weights, metrics) is started afresh instead of refused.
+  bool overwrite = false;
+};
+
 // Throws ConfigError for settings that only make sense together with the
-// data or the model (exit 2), std::runtime_error for everything else.
-TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registry);
+// data or the model, or a run folder that is in use or holds a previous run
+// (exit 2), std::runtime_error for everything else.
+TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registry, const TrainingRequest& request = {});
 
 }  // namespace ftcore

@@ -2,6 +2,7 @@
 #include "command_line.h"
 
 #include <iostream>
+#include <system_error>
 
 namespace po = boost::program_options;
 
@@ -34,6 +35,33 @@ bool parse_options(const std::vector<std::string>& args, const boost::program_op
   }
   po::notify(vm);
   return true;
+}
+
+namespace {
+
+// `inner` relative to `outer` after resolving symlinks: "." when they are
+// the same, a path without ".." when `inner` lies below `outer`.
+std::filesystem::path relative_to(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  std::error_code ec;
+  namespace fs = std::filesystem;
+  return fs::weakly_canonical(fs::absolute(inner), ec).lexically_relative(fs::weakly_canonical(fs::absolute(outer), ec));
+}
+
+}  // namespace
+
+void check_output_folder(const std::filesystem::path& out, const std::string& label, bool overwrite,
+                         const std::vector<std::filesystem::path>& inputs) {
+  namespace fs = std::filesystem;
+  for (const fs::path& input : inputs) {
+    const fs::path relative = relative_to(input, out);
+    if (relative.empty() || *relative.begin() == "..") continue;
+    throw po::error(label + ": " + out.string() + (relative == "." ? " is " : " holds ") + "the input " +
+                    input.string() + "; writing there would delete it (even with --overwrite): choose another folder");
+  }
+  std::error_code ec;
+  const bool empty_folder = fs::is_directory(out, ec) && fs::is_empty(out, ec);
+  if (fs::exists(out, ec) && !empty_folder && !overwrite)
+    throw po::error(label + ": " + out.string() + " exists and is not empty; pass --overwrite to replace it");
 }
 
 }  // namespace ftcore::cli

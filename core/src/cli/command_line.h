@@ -3,6 +3,7 @@
 // order. Boost.Program_options errors propagate and become exit code 2.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,13 @@ bool parse_subcommand(const std::vector<std::string>& args, boost::program_optio
 // themselves: stores and notifies; false when --help was printed.
 bool parse_options(const std::vector<std::string>& args, const boost::program_options::options_description& visible,
                    boost::program_options::variables_map& vm);
+
+// What convert, merge and quantize check before writing an output folder
+// (which replaces OUT whole): OUT that exists and is not an empty folder is
+// refused without --overwrite, and OUT that is or holds one of `inputs` is
+// refused even with it, since replacing OUT would delete them. `label` names
+// the argument ("--out", "OUT_DIR"). Throws po::error (exit 2).
+void check_output_folder(const std::filesystem::path& out, const std::string& label, bool overwrite,
+                         const std::vector<std::filesystem::path>& inputs);
 
 }  // namespace ftcore::cli

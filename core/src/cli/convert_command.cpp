@@ -1,5 +1,7 @@
-// `ftcore convert IN.gguf OUT_DIR [--dtype fp32|bf16|fp16]`: a GGUF model to
-// an HF folder (see ftcore/gguf_convert.h).
+// `ftcore convert IN.gguf OUT_DIR [--dtype fp32|bf16|fp16] [--overwrite]`: a
+// GGUF model to an HF folder (see ftcore/gguf_convert.h). OUT_DIR is replaced
+// whole, so a non-empty one needs --overwrite and one holding IN is refused.
+#include <filesystem>
 #include <iostream>
 
 #include <boost/program_options.hpp>
@@ -18,9 +20,13 @@ int convert_command(const std::vector<std::string>& args) {
       "tokenizer.json, tokenizer_config.json) from a GGUF file.\n\nOptions");
   std::string dtype_text = "fp32";
   std::vector<std::string> paths;
-  visible.add_options()("dtype", po::value(&dtype_text), "weights dtype: fp32 (default, exact), bf16 or fp16");
+  bool overwrite = false;
+  visible.add_options()("dtype", po::value(&dtype_text), "weights dtype: fp32 (default, exact), bf16 or fp16")(
+      "overwrite", po::bool_switch(&overwrite), "replace a non-empty OUT_DIR");
   if (!parse_subcommand(args, visible, paths, 2)) return kExitOk;
   if (paths.size() != 2) throw po::error("convert needs IN.gguf and OUT_DIR");
+  if (!std::filesystem::is_regular_file(paths[0])) throw po::error("IN.gguf: " + paths[0] + " is not a file");
+  check_output_folder(paths[1], "OUT_DIR", overwrite, {paths[0]});
   at::ScalarType dtype;
   if (dtype_text == "fp32") dtype = at::kFloat;
   else if (dtype_text == "bf16") dtype = at::kBFloat16;

@@ -103,7 +103,7 @@ int merge_command(const std::vector<std::string>& args) {
   std::string model_text, adapter_text, out_text, dtype_text = "auto", shard_text = "5GB";
   visible.add_options()("help,h", "show this help")("model", po::value(&model_text), "HF model folder (the base)")(
       "adapter", po::value(&adapter_text), "PEFT adapter folder (adapter_config.json + adapter_model.safetensors)")(
-      "out", po::value(&out_text), "folder to write (must not exist unless --overwrite)")(
+      "out", po::value(&out_text), "folder to write (absent or empty unless --overwrite)")(
       "dtype", po::value(&dtype_text), "bf16, fp16, fp32, or auto (default: the base checkpoint's)")(
       "max-shard-size", po::value(&shard_text), "largest weight file, e.g. 5GB (default), 500MB, 2GiB")(
       "overwrite", po::bool_switch(), "replace an existing --out folder")(
@@ -126,10 +126,7 @@ int merge_command(const std::vector<std::string>& args) {
   for (const char* name : {"adapter_config.json", "adapter_model.safetensors"})
     if (!fs::exists(adapter_dir / name))
       throw po::error("--adapter: " + adapter_text + " has no " + name + " (not a PEFT adapter folder)");
-  if (fs::exists(out) && !vm["overwrite"].as<bool>())
-    throw po::error("--out: " + out_text + " exists; pass --overwrite to replace it");
-  const auto same = [](const fs::path& a, const fs::path& b) { return fs::exists(a) && fs::equivalent(a, b); };
-  if (same(out, model_dir) || same(out, adapter_dir)) throw po::error("--out must differ from --model and --adapter");
+  check_output_folder(out, "--out", vm["overwrite"].as<bool>(), {model_dir, adapter_dir});
 
   const ModelConfig config = read_model_config(model_dir);
   const bool quantized_base = is_quantized_folder(model_dir);

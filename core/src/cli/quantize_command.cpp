@@ -75,7 +75,7 @@ int quantize_command(const std::vector<std::string>& args) {
   visible.add_options()("help,h", "show this help")("model", po::value(&model_text), "HF model folder")(
       "quantizer", po::value(&quantizer_name), "quantizer plugin: nf4, fp4, gptq")(
       "set", po::value(&sets)->composing(), "quantizer option, key=value in TOML (repeatable)")(
-      "out", po::value(&out_text), "folder to write (must not exist unless --overwrite)")(
+      "out", po::value(&out_text), "folder to write (absent or empty unless --overwrite)")(
       "calibration-data", po::value(&calibration_text), "calibration text: .txt (a text per line) or .jsonl (\"text\")")(
       "samples", po::value(&samples), "calibration rows (default 128)")(
       "sequence-len", po::value(&sequence_len), "tokens per calibration row (default 512)")(
@@ -89,9 +89,7 @@ int quantize_command(const std::vector<std::string>& args) {
   const fs::path model_dir(model_text), out(out_text);
   if (!fs::exists(model_dir / "config.json")) throw po::error("--model: " + model_text + " has no config.json");
   if (is_quantized_folder(model_dir)) throw po::error("--model: " + model_text + " is already quantized");
-  if (fs::exists(out) && !vm["overwrite"].as<bool>())
-    throw po::error("--out: " + out_text + " exists; pass --overwrite to replace it");
-  if (fs::exists(out) && fs::equivalent(out, model_dir)) throw po::error("--out must differ from --model");
+  check_output_folder(out, "--out", vm["overwrite"].as<bool>(), {model_dir});
 
   PluginRegistry registry;  // before the model: the quantized slots run the plugin's code
   load_plugins(PluginSearchOptions{}, registry);

@@ -1,4 +1,4 @@
-// `ftcore run RECIPE [--set k=v]... [--output-dir D] [--nproc-per-node N]`:
+// `ftcore run RECIPE [--set k=v]... [--output-dir D] [--nproc-per-node N] [--overwrite]`:
 // trains as the recipe says (core/include/ftcore/trainer.h); under torchrun
 // each worker runs this, and --nproc-per-node starts them (torchrun_launch.h). Exit codes: 0 trained, 1 stopped
 // (NaN loss, loss watchdog, a runtime failure), 2 a recipe problem, 130/143
@@ -11,6 +11,7 @@
 
 #include "command_line.h"
 #include "commands.h"
+#include "ftcore/stop_request.h"
 #include "ftcore/trainer.h"
 #include "session.h"
 #include "torchrun_launch.h"
@@ -48,11 +49,14 @@ int run_command(const std::vector<std::string>& args) {
   std::string output_dir;
   std::vector<std::string> positionals, overrides, plugin_paths;
   int nproc = 1;
+  TrainingRequest request;
   visible.add_options()(
       "set", po::value(&overrides)->composing(), "override a key: --set optimizer.lr=3e-4 (repeatable)")(
       "output-dir", po::value(&output_dir), "parent folder of the run folder (overrides train.output_dir)")(
       "plugin-path", po::value(&plugin_paths)->composing(), "extra plugin folder, searched first (repeatable)")(
-      "nproc-per-node", po::value(&nproc), "start N worker processes on this machine through torchrun");
+      "nproc-per-node", po::value(&nproc), "start N worker processes on this machine through torchrun")(
+      "overwrite", po::bool_switch(&request.overwrite),
+      "start afresh in a run folder holding a previous run (its checkpoints, final weights and metrics are replaced)");
   if (!parse_subcommand(args, visible, positionals, 1)) return kExitOk;
   if (positionals.empty()) throw po::error("run needs a RECIPE file");
   const std::string& recipe = positionals[0];
@@ -70,7 +74,13 @@ int run_command(const std::vector<std::string>& args) {
     }
     exec_torchrun(nproc, worker_args);
   }
-  const TrainingOutcome outcome = run_training(loaded->recipe, loaded->registry);
+  TrainingOutcome outcome;
+  try {
+    outcome = run_training(loaded->recipe, loaded->registry, request);
+  } catch (const StopRequested& stop) {  // before training started: nothing to save
+    std::cerr << "ftcore run: " << stop.what() << ": stopped before training; nothing to save\n";
+    return 128 + stop.signal();
+  }
   print_evals(outcome);
   switch (outcome.status) {
     case TrainingOutcome::Status::Completed:

@@ -9,6 +9,7 @@
 #include "example_cache.h"
 #include "ftcore/dataset.h"
 #include "ftcore/hash.h"
+#include "ftcore/stop_request.h"
 #include "prompt_formats.h"
 #include "rows.h"
 #include "tokenize_example.h"
@@ -115,6 +116,7 @@ PreparedData prepare_data(const DataConfig& config, const Tokenizer& tokenizer, 
   }
   std::vector<Example> examples;
   for (const data::Row& row : data::read_rows(config.path)) {
+    throw_if_stop_requested("data preparation");
     ++out.rows;
     try {
       if (!row.error.empty()) throw DataError(row.error);

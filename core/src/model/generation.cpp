@@ -16,6 +16,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "ftcore/model_generation.h"
+#include "ftcore/stop_request.h"
 
 namespace ftcore {
 
@@ -79,6 +80,7 @@ GenerationResult generate(Model& model, const std::vector<int64_t>& prompt, cons
   in.logits_to_keep = 1;  // only the last position's logits are needed
   in.input_ids = at::tensor(prompt, at::kLong).unsqueeze(0);  // [1, T]
   while (true) {
+    throw_if_stop_requested("generation");
     at::Tensor logits = model.forward(in).select(0, 0).select(0, -1).to(at::kCPU, at::kFloat);  // [V]
     const int64_t token = choose_token(logits, o, generator);
     result.tokens.push_back(token);

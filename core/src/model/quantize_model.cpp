@@ -10,6 +10,7 @@
 
 #include "ftcore/model_layers.h"
 #include "ftcore/quantized_model.h"
+#include "ftcore/stop_request.h"
 
 namespace ftcore {
 
@@ -59,7 +60,10 @@ QuantizationSummary quantize_model(Model& model, const std::shared_ptr<sdk::Quan
                                    const std::vector<at::Tensor>& calibration) {
   const std::vector<std::string> slots = quantizable_slots(model);
   if (!quantizer->needs_calibration()) {
-    for (const std::string& path : slots) model.replace_linear(path, quantized_slot(quantizer, path, *model.linear(path)));
+    for (const std::string& path : slots) {
+      throw_if_stop_requested("quantization");
+      model.replace_linear(path, quantized_slot(quantizer, path, *model.linear(path)));
+    }
     return summarize_quantization(model);
   }
   if (calibration.empty())
@@ -73,6 +77,7 @@ QuantizationSummary quantize_model(Model& model, const std::shared_ptr<sdk::Quan
   model.run_layerwise(
       calibration,
       [&](int64_t layer) {
+        throw_if_stop_requested("calibration");
         for (const std::string& path : by_layer[layer]) {
           originals[path] = model.linear(path);
           model.replace_linear(path, std::make_shared<RecordingLinear>(path, originals[path], *quantizer));
@@ -80,6 +85,7 @@ QuantizationSummary quantize_model(Model& model, const std::shared_ptr<sdk::Quan
       },
       [&](int64_t layer) {
         for (const std::string& path : by_layer[layer]) {
+          throw_if_stop_requested("quantization");
           model.replace_linear(path, quantized_slot(quantizer, path, *originals[path]));
           originals.erase(path);
         }

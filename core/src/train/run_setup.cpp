@@ -14,6 +14,7 @@
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
 #include "ftcore/sdk/option_error.h"
+#include "run_folder_lock.h"
 
 namespace fs = std::filesystem;
 
@@ -66,13 +67,19 @@ void check_metric_name(const TrainOptions& t, const fs::path& recipe_path) {
                                         "\" needs train.eval_generation_samples > 0");
 }
 
-std::optional<fs::path> resolve_resume(const TrainOptions& t, const fs::path& recipe_path, bool restarted) {
+std::optional<fs::path> resolve_resume(const TrainOptions& t, const fs::path& recipe_path, bool restarted,
+                                       bool overwrite) {
   const std::optional<std::string> asked = restarted ? t.resume_from_checkpoint.value_or("auto") : t.resume_from_checkpoint;
   if (!asked) {
+    if (overwrite) return std::nullopt;  // the previous run is removed once the folder is locked
     if (latest_checkpoint(t.run_dir))
       throw recipe_error(recipe_path, "the run folder " + t.run_dir.string() +
                                           " already holds checkpoints: set train.resume_from_checkpoint = \"auto\" to "
-                                          "go on, or pick another train.run_name");
+                                          "go on, pass --overwrite to start again, or pick another train.run_name");
+    const std::string previous = previous_run_output(t.run_dir);
+    if (!previous.empty())
+      throw recipe_error(recipe_path, "the run folder " + t.run_dir.string() + " holds a previous run (" + previous +
+                                          "): pass --overwrite to replace it, or pick another train.run_name");
     return std::nullopt;
   }
   if (*asked == "auto") {

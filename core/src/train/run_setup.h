@@ -21,9 +21,10 @@ c10::Device resolve_device(const std::string& requested, const std::filesystem::
 void seed_everything(uint64_t seed);
 void check_metric_name(const TrainOptions& t, const std::filesystem::path& recipe_path);
 // The checkpoint to resume from; `restarted` (torchrun restarted the group)
-// makes an unset resume_from_checkpoint mean "auto".
+// makes an unset resume_from_checkpoint mean "auto". Without a resume, a run
+// folder holding a previous run is refused unless `overwrite`.
 std::optional<std::filesystem::path> resolve_resume(const TrainOptions& t, const std::filesystem::path& recipe_path,
-                                                    bool restarted);
+                                                    bool restarted, bool overwrite);
 
 // The base model: a quantized folder through its quantizer, or a dense
 // folder, quantized here when the recipe has a [quantizer] (QLoRA).

@@ -16,8 +16,10 @@
 #include "ftcore/model_config.h"
 #include "ftcore/trainer.h"
 #include "run_folder.h"
+#include "run_folder_lock.h"
 #include "rng_streams.h"
 #include "run_setup.h"
+#include "stop_signals.h"
 #include "trainer.h"
 
 namespace fs = std::filesystem;
@@ -74,7 +76,7 @@ PreparedData prepare_data_once(const Recipe& recipe, const Tokenizer& tokenizer,
   return data;
 }
 
-void open_run_folder(const Recipe& recipe, TrainingSetup& s, const fs::path& model_dir) {
+void prepare_run_folder(const Recipe& recipe, TrainingSetup& s, const fs::path& model_dir) {
   const train::TrainOptions& t = s.options;
   const std::string lock = train::lock_file_text(recipe, s.data, model_dir, s.components.sampler_name);
   s.recipe_sha256 = sha256_hex(train::lock_settings(lock));
@@ -83,6 +85,13 @@ void open_run_folder(const Recipe& recipe, TrainingSetup& s, const fs::path& mod
   s.components.optimizer->attach_run_folder(t.run_dir.string());
   train::remove_partial_checkpoints(t.run_dir);
   train::write_file_atomically(t.run_dir / "recipe.lock.toml", lock);
+}
+
+// After a resume (or none), so the loggers know where the history goes on:
+// sdk::kResumedAtStep, see ftcore/sdk/logger.h.
+void open_loggers(const Recipe& recipe, TrainingSetup& s, const fs::path& model_dir,
+                  std::optional<int64_t> resumed_at_step) {
+  const train::TrainOptions& t = s.options;
   int64_t trainable = 0;
   for (const auto& p : s.trainable.tensors) trainable += p.numel();
   sdk::RunInfo run;
@@ -93,19 +102,25 @@ void open_run_folder(const Recipe& recipe, TrainingSetup& s, const fs::path& mod
                   {"precision", s.precision.name}, {"dataset", s.data.cache_key},
                   {"sampler", s.components.sampler_name}, {"trainable_parameters", std::to_string(trainable)},
                   {"world_size", std::to_string(s.distributed.world_size())}};
+  if (resumed_at_step) run.metadata[sdk::kResumedAtStep] = std::to_string(*resumed_at_step);
   for (auto& logger : s.components.loggers) logger->open(run);
 }
 
 }  // namespace
 
-TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registry) {
+TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registry, const TrainingRequest& request) {
+  train::StopSignals signals;  // from here to the final save (ftcore/stop_request.h)
   TrainingSetup s;
   s.options = train::TrainOptions::from_options(recipe.train, recipe.path);
   const fs::path& recipe_path = recipe.path;
   train::check_metric_name(s.options, recipe_path);
   const std::optional<dist::LaunchEnvironment> launch = dist::read_launch_environment();
-  const std::optional<fs::path> resume =  // before the slow parts
-      train::resolve_resume(s.options, recipe_path, launch && launch->restart_count > 0);
+  // Before the slow parts: the folder's lock (by the process that writes it), then what it holds.
+  std::optional<train::RunFolderLock> folder_lock;
+  if (!launch || launch->rank == 0) folder_lock.emplace(s.options.run_dir, recipe_path);
+  const std::optional<fs::path> resume =
+      train::resolve_resume(s.options, recipe_path, launch && launch->restart_count > 0, request.overwrite);
+  if (folder_lock && request.overwrite && !resume) train::remove_previous_run(s.options.run_dir);
   const c10::Device device =
       train::resolve_device(recipe.model.get_string("device"), recipe_path, launch ? launch->local_rank : 0);
   s.precision = train::resolve_precision(s.options.precision, device);
@@ -140,14 +155,17 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   }
   s.components = train::build_components(recipe, registry, s.data, optimizer_groups, s.distributed.world_size(),
                                          s.distributed.writes_outputs());
-  open_run_folder(recipe, s, model_dir);
+  prepare_run_folder(recipe, s, model_dir);
   spdlog::info("run folder {} ({} train / {} validation examples, precision {}, device {}, {} rank{})",
                s.options.run_dir.string(), s.data.train.size(), s.data.validation.size(), s.precision.name,
                device.str(), s.distributed.world_size(), s.distributed.world_size() > 1 ? "s" : "");
 
   train::seed_everything(train::stream_seed(s.options.seed, "dropout"));  // rng_streams.h
   train::Trainer trainer(s);
-  TrainingOutcome outcome = trainer.run(resume);
+  if (resume) trainer.resume_from(*resume);
+  if (s.distributed.writes_outputs())
+    open_loggers(recipe, s, model_dir, resume ? std::optional<int64_t>(trainer.global_step()) : std::nullopt);
+  TrainingOutcome outcome = trainer.run();
   for (auto& logger : s.components.loggers) logger->close();
   return outcome;
 }

@@ -1,6 +1,8 @@
-// SIGINT and SIGTERM during training: the first one asks the trainer to
-// finish the current step, save a checkpoint and exit with 128 + signal
-// (130 or 143); a second SIGINT ends the process at once.
+// SIGINT and SIGTERM during `ftcore run` (installed for all of it, from data
+// preparation to the final save): the first one asks the run to stop where
+// it is (ftcore/stop_request.h), save a checkpoint when a step completed
+// since the last one, and exit with 128 + signal (130 or 143); a second
+// SIGINT ends the process at once, saying so on stderr.
 #pragma once
 
 namespace ftcore::train {

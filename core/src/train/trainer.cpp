@@ -13,7 +13,6 @@
 #include <ATen/ATen.h>
 #include <spdlog/spdlog.h>
 
-#include "stop_signals.h"
 
 namespace fs = std::filesystem;
 
@@ -195,6 +194,20 @@ void Trainer::after_step(const StepResult& step) {
     log_train(step.grad_norm);
 }
 
+// A step refused for a non-finite gradient, learning rate or updated tensor:
+// the state before it is saved when it is still intact in memory; otherwise
+// the last checkpoint is the last finite state.
+std::string Trainer::non_finite_update_message(const StepResult& step) {
+  const std::string head = "step " + std::to_string(state_.global_step + 1) + ": " + step.non_finite +
+                           " is not finite (NaN or Inf); ";
+  if (!step.update_applied)
+    return head + "the update was not applied (lower the learning rate, or check the data); the state before this "
+                  "step is saved in " + save_checkpoint().string();
+  const std::optional<fs::path> last = latest_checkpoint(s_.options.run_dir);
+  return head + "nothing of this step is saved (lower the learning rate); the last finite state is " +
+         (last ? last->string() : std::string("the base model: no checkpoint was saved yet"));
+}
+
 bool Trainer::stop_reason(const StepResult& step, bool early_stop, TrainingOutcome& outcome) {
   bool watchdog = false;
   if (s_.options.loss_watchdog_threshold) {
@@ -210,10 +223,10 @@ bool Trainer::stop_reason(const StepResult& step, bool early_stop, TrainingOutco
                       " for " + std::to_string(state_.watchdog_strikes) + " steps (last " + std::to_string(step.loss) +
                       "); stopped at step " + at_step + ", checkpoint " + saved.string();
   } else if (step.signal_seen) {
-    const int signal = StopSignals::received() != 0 ? StopSignals::received() : SIGTERM;
+    const int signal = stop_signal_received() != 0 ? stop_signal_received() : SIGTERM;
     outcome.status = TrainingOutcome::Status::Interrupted;
     outcome.signal = signal;
-    outcome.message = std::string(signal == SIGINT ? "SIGINT" : "SIGTERM") + ": stopped after step " + at_step +
+    outcome.message = signal_name(signal) + ": stopped after step " + at_step +
                       "; resume with train.resume_from_checkpoint = \"" + saved.string() + "\" (or \"auto\")";
   } else if (early_stop) {
     outcome.message = "early stopping: no improvement in " + std::to_string(state_.evals_without_improvement) +
@@ -222,26 +235,53 @@ bool Trainer::stop_reason(const StepResult& step, bool early_stop, TrainingOutco
   return watchdog || step.signal_seen || early_stop;
 }
 
-TrainingOutcome Trainer::run(const std::optional<fs::path>& checkpoint) {
-  TrainingOutcome outcome;
-  outcome.run_dir = s_.options.run_dir;
-  if (checkpoint) resume_from(*checkpoint);
-  StopSignals signals;
+void Trainer::train_steps(TrainingOutcome& outcome) {
   start_run();
   while (state_.global_step < state_.total_steps) {
     const StepResult step = train_step();
+    if (!step.non_finite.empty()) {
+      outcome.status = TrainingOutcome::Status::Stopped;
+      outcome.message = non_finite_update_message(step);
+      return;
+    }
     if (!step.finite) {
       outcome.status = TrainingOutcome::Status::Stopped;
       outcome.message = "the loss of step " + std::to_string(state_.global_step + 1) + " is " +
                         (std::isnan(step.loss) ? "NaN" : "infinite") +
                         "; stopped before updating (lower the learning rate, or check the data); the state before "
                         "this step is saved in " + save_checkpoint().string();
-      break;
+      return;
     }
     after_step(step);
     const bool last = state_.global_step == state_.total_steps;
     const bool early_stop = (due(s_.options.eval_steps, s_.options.evals_per_epoch) || last) && evaluate_and_log();
-    if (stop_reason(step, early_stop, outcome)) break;
+    if (stop_reason(step, early_stop, outcome)) return;
+  }
+}
+
+void Trainer::stop_for_signal(const StopRequested& stop, TrainingOutcome& outcome) {
+  for (const at::Tensor& p : s_.trainable.tensors) p.mutable_grad() = at::Tensor();  // a cut step's, never applied
+  outcome.status = TrainingOutcome::Status::Interrupted;
+  outcome.signal = stop.signal();
+  const std::string head = std::string(stop.what()) + ": stopped at step " + std::to_string(state_.global_step);
+  if (state_.global_step > last_saved_step_) {
+    restore_step_start_rng();
+    const fs::path saved = save_checkpoint();
+    outcome.message = head + "; resume with train.resume_from_checkpoint = \"" + saved.string() + "\" (or \"auto\")";
+  } else if (const std::optional<fs::path> last = latest_checkpoint(s_.options.run_dir)) {
+    outcome.message = head + "; no step since " + last->string() + ", which train.resume_from_checkpoint = \"auto\" resumes";
+  } else {
+    outcome.message = head + ", before the first step completed; nothing to save";
+  }
+}
+
+TrainingOutcome Trainer::run() {
+  TrainingOutcome outcome;
+  outcome.run_dir = s_.options.run_dir;
+  try {
+    train_steps(outcome);
+  } catch (const StopRequested& stop) {
+    stop_for_signal(stop, outcome);
   }
   if (outcome.status == TrainingOutcome::Status::Completed) {
     write_final_outputs();

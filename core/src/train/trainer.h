@@ -21,6 +21,7 @@
 #include "ftcore/sdk/optimizer.h"
 #include "ftcore/sdk/sampler.h"
 #include "ftcore/sdk/scheduler.h"
+#include "ftcore/stop_request.h"
 #include "ftcore/tokenizer.h"
 #include "ftcore/trainer.h"
 #include "checkpoint.h"
@@ -92,21 +93,38 @@ struct StepResult {
   int64_t tokens = 0;  // of the global batch
   bool signal_seen = false;  // SIGINT/SIGTERM on any rank
   double batch_hash = 0.0;   // of this rank's token ids (trainer_step.cpp)
+  // Not empty: what was not finite, e.g. "the gradient of model.layers.0...".
+  // Found before the update (a gradient, the learning rate): nothing was
+  // updated. Found after it (`update_applied`): the trainable tensors hold
+  // the non-finite values, and must not be saved.
+  std::string non_finite;
+  bool update_applied = false;
 };
 
 class Trainer {
  public:
   explicit Trainer(TrainingSetup& setup);
-  // Resumes from `checkpoint` when given (already validated to exist).
-  TrainingOutcome run(const std::optional<std::filesystem::path>& checkpoint);
+  // Before run(): loads a checkpoint folder (already validated to exist).
+  void resume_from(const std::filesystem::path& dir);
+  int64_t global_step() const { return state_.global_step; }
+  TrainingOutcome run();
 
  private:
-  void resume_from(const std::filesystem::path& dir);
   void start_run();
+  // The steps until the end, a stop condition, or a StopRequested thrown.
+  void train_steps(TrainingOutcome& outcome);
   StepResult train_step();
   void after_step(const StepResult& step);
   // Why the run stops after this step, if it does ("" = go on); fills `outcome`.
   bool stop_reason(const StepResult& step, bool early_stop, TrainingOutcome& outcome);
+  std::string non_finite_update_message(const StepResult& step);
+  // A SIGINT/SIGTERM seen inside a phase (ftcore/stop_request.h): saves a
+  // checkpoint when a step completed since the last one.
+  void stop_for_signal(const StopRequested& stop, TrainingOutcome& outcome);
+  // The CPU generator at the start of the current step: a step cut by a
+  // signal has drawn dropout masks, and its checkpoint must not keep them.
+  void remember_step_start_rng();
+  void restore_step_start_rng();
   // This rank's micro-batches of the current step, split auto_micro_batch times.
   std::vector<TrainBatch> collate_step(const StepSlice& slice) const;
   double run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets);
@@ -135,6 +153,8 @@ class Trainer {
   std::optional<double> optimizer_state_bytes_;  // measured after the first step
   std::optional<EvalRecord> first_eval_, last_eval_;
   int64_t effective_batch_ = 0;  // rows of the first step, whole job: fewer than configured on a small set
+  int64_t last_saved_step_ = 0;  // of the last checkpoint written or resumed from
+  at::Tensor step_start_rng_;    // defined while a step runs (single process)
 };
 
 // Seconds since the Unix epoch (log records' wall_time).

@@ -52,7 +52,10 @@ fs::path Trainer::save_checkpoint() {
   c.optimizer_state = s_.components.optimizer->state_by_name();
   if (s_.distributed.sharding) c.optimizer_state = s_.distributed.sharding->gather_state(c.optimizer_state);
   const fs::path dir = s_.options.run_dir / checkpoint_name(state_.global_step);
-  if (!s_.distributed.writes_outputs()) return dir;
+  if (!s_.distributed.writes_outputs()) {
+    last_saved_step_ = state_.global_step;
+    return dir;
+  }
   c.weights = weights_to_save();
   c.weights_file = s_.trainable.adapter ? "adapter_model.safetensors" : "model.safetensors";
   if (s_.trainable.adapter)
@@ -72,8 +75,15 @@ fs::path Trainer::save_checkpoint() {
     rotate_checkpoints(s_.options.run_dir, *s_.options.save_total_limit,
                        s_.options.metric_for_best ? state_.best_checkpoint : std::string());
   for (auto& logger : s_.components.loggers) logger->flush();
+  last_saved_step_ = state_.global_step;
   spdlog::info("saved {}", dir.string());
   return dir;
+}
+
+void Trainer::remember_step_start_rng() { step_start_rng_ = cpu_rng_state(); }
+
+void Trainer::restore_step_start_rng() {
+  if (step_start_rng_.defined()) set_cpu_rng_state(step_start_rng_);
 }
 
 void Trainer::write_final_outputs() {
@@ -118,6 +128,7 @@ void Trainer::resume_from(const fs::path& dir) {
   set_cpu_rng_state(state_.cpu_rng_state);
   scaler_.restore(state_.loss_scale, state_.loss_scale_clean_steps);
   if (!scaler_.enabled()) scaler_.restore(1.0, 0);
+  last_saved_step_ = state_.global_step;
   spdlog::info("resumed from {} at step {} of {}", dir.string(), state_.global_step, state_.total_steps);
 }
 

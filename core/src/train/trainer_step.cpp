@@ -24,7 +24,7 @@
 
 #include "ftcore/safetensors.h"
 #include "next_token_loss.h"
-#include "stop_signals.h"
+#include "ftcore/stop_request.h"
 #include "trainer.h"
 
 namespace fs = std::filesystem;
@@ -69,6 +69,24 @@ double batch_hash(const std::vector<TrainBatch>& batches) {
   return static_cast<double>(h >> 16);
 }
 
+// The name of the first trainable tensor (or its gradient) holding a NaN or
+// an Inf; "" when all are finite. One device sync when all are finite.
+std::string first_non_finite(const std::vector<sdk::ParamGroupSpec>& groups, bool gradients) {
+  std::vector<at::Tensor> finite;
+  std::vector<const std::string*> names;
+  for (const auto& group : groups)
+    for (const auto& p : group.params) {
+      const at::Tensor t = gradients ? p.tensor.grad() : p.tensor;
+      if (!t.defined()) continue;
+      finite.push_back(at::isfinite(t).all());
+      names.push_back(&p.name);
+    }
+  if (finite.empty() || at::stack(finite).all().item<bool>()) return "";
+  for (size_t i = 0; i < finite.size(); ++i)
+    if (!finite[i].item<bool>()) return *names[i];
+  return "";
+}
+
 }  // namespace
 
 std::vector<TrainBatch> Trainer::collate_step(const StepSlice& slice) const {
@@ -111,6 +129,8 @@ double Trainer::run_micro_batches(const std::vector<TrainBatch>& batches, int64_
   const double normaliser = static_cast<double>(std::max<int64_t>(targets, 1));
   double loss_sum = 0.0;
   for (size_t i = 0; i < batches.size(); ++i) {
+    // One process stops inside a step (its ranks would not agree on where).
+    if (!s_.distributed.group) throw_if_stop_requested("a training step");
     if (gradient_sync_ && i + 1 == batches.size()) gradient_sync_->arm(state_.global_step + 1);
     at::Tensor loss;
     {
@@ -146,6 +166,7 @@ double Trainer::clip_gradients() {
 StepResult Trainer::train_step() {
   const StepSlice slice = plan_.slice(state_.global_step);
   for (const at::Tensor& p : s_.trainable.tensors) p.mutable_grad() = at::Tensor();
+  if (!s_.distributed.group) remember_step_start_rng();
   StepResult r;
   double loss_sum = 0.0;
   int64_t targets = 0;
@@ -158,6 +179,7 @@ StepResult Trainer::train_step() {
     all_reduce_counts(targets, r.tokens);
     try {
       loss_sum = run_micro_batches(batches, targets);
+      step_start_rng_ = at::Tensor();  // past the last point a signal cuts the step
       break;
     } catch (const c10::OutOfMemoryError& e) {
       // Ranks retry in lockstep only within one process.
@@ -174,7 +196,7 @@ StepResult Trainer::train_step() {
   }
   // The loss and any rank's stop signal, summed in one small all-reduce, so
   // every rank takes the same decisions after this step.
-  r.signal_seen = StopSignals::received() != 0;
+  r.signal_seen = stop_signal_received() != 0;
   if (s_.distributed.group) {
     at::Tensor shared = at::tensor({loss_sum, r.signal_seen ? 1.0 : 0.0}, at::kDouble).to(s_.distributed.group->device());
     s_.distributed.group->all_reduce_sum(shared, "the loss of step " + std::to_string(state_.global_step + 1));
@@ -189,12 +211,31 @@ StepResult Trainer::train_step() {
   }
   const bool finite_grads = scaler_.unscale(s_.trainable.tensors);
   r.grad_norm = finite_grads ? clip_gradients() : std::numeric_limits<double>::infinity();
-  state_.learning_rate = s_.components.base_lr * s_.components.scheduler->factor(state_.global_step, state_.total_steps) *
-                         (s_.trainable.adapter ? s_.trainable.adapter->lr_multiplier(state_.global_step) : 1.0);
+  const double learning_rate =
+      s_.components.base_lr * s_.components.scheduler->factor(state_.global_step, state_.total_steps) *
+      (s_.trainable.adapter ? s_.trainable.adapter->lr_multiplier(state_.global_step) : 1.0);
+  // Without loss scaling a non-finite gradient is not an overflow to skip
+  // (fp16's scaler does that): the step is refused, with the first culprit.
+  if (!scaler_.enabled() && !std::isfinite(r.grad_norm)) {
+    const std::string name = first_non_finite(s_.trainable.groups, true);
+    r.non_finite = name.empty() ? "the gradient norm (" + std::to_string(r.grad_norm) + ")" : "the gradient of " + name;
+    return r;
+  }
+  if (!std::isfinite(learning_rate)) {
+    r.non_finite = "the learning rate (" + std::to_string(learning_rate) + ")";
+    return r;
+  }
+  state_.learning_rate = learning_rate;
   s_.components.optimizer->set_base_lr(state_.learning_rate);
   if (finite_grads) {
     s_.components.optimizer->step();
     if (s_.distributed.sharding) s_.distributed.sharding->broadcast_updated(state_.global_step + 1);
+    const std::string name = first_non_finite(s_.trainable.groups, false);
+    if (!name.empty()) {
+      r.non_finite = name + " after the update";
+      r.update_applied = true;
+      return r;
+    }
   }
   scaler_.update(!finite_grads);
   return r;

@@ -6,6 +6,10 @@
 //   20,train,1764470000.125,lr,0.0002
 //   40,eval,1764470031.5,loss,1.7901
 //
+// Rows reach the file as they are logged (flushed row by row; fsync at
+// checkpoints); a resumed run first trims both files to its checkpoint's
+// step, a fresh start empties them (ftcore/sdk/logger_history.h).
+//
 // Why long and not a column per metric: train and eval records carry
 // different names, and a name may first appear late (a memory figure, an
 // eval metric), so a header fixed at the first row cannot hold them all, and
@@ -26,6 +30,9 @@
 // (default "text.csv": step,time,tag,text; multi-line texts stay one quoted
 // field), or nowhere when text_file is "". Run metadata is not written here:
 // recipe.lock.toml holds it.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -39,6 +46,7 @@
 #include <string>
 
 #include "ftcore/sdk/logger.h"
+#include "ftcore/sdk/logger_history.h"
 #include "ftcore/sdk/option_error.h"
 #include "ftcore/sdk/plugin.h"
 #include "ftcore/sdk/registry.h"
@@ -74,7 +82,15 @@ std::string format_double(double value) {
 // rather than mixed with rows it cannot describe.
 class CsvFile {
  public:
-  CsvFile(const fs::path& path, const std::string& header) : path_(path) {
+  CsvFile(const fs::path& path, const std::string& header, const sdk::RunInfo& run) : path_(path) {
+    // A resumed run keeps the header and the rows of steps up to its checkpoint's.
+    sdk::trim_history(path, run, true, [&](const std::string& row, int64_t resumed_at_step) {
+      if (row == header + "\n") return true;
+      const char* field_end = row.data() + std::min(row.find(','), row.size());
+      int64_t step = 0;
+      const auto [end, error] = std::from_chars(row.data(), field_end, step);
+      return error == std::errc() && end == field_end && step <= resumed_at_step;
+    });
     std::error_code ec;
     const bool has_content = fs::exists(path, ec) && fs::file_size(path, ec) > 0;
     if (has_content) {
@@ -93,13 +109,16 @@ class CsvFile {
   CsvFile(const CsvFile&) = delete;
   CsvFile& operator=(const CsvFile&) = delete;
 
+  // Flushed row by row: a killed run loses at most the row being written.
   void write_line(const std::string& line) {
-    if (file_ && std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fputc('\n', file_) != EOF)
+    if (file_ && std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fputc('\n', file_) != EOF &&
+        std::fflush(file_) == 0)
       return;
     report("cannot write");
   }
+  // At checkpoints and the end: to the disk, for power loss.
   void flush() {
-    if (file_ && std::fflush(file_) != 0) report("cannot flush");
+    if (file_ && (std::fflush(file_) != 0 || (::fsync(::fileno(file_)) != 0 && errno != EINVAL))) report("cannot flush");
   }
   void close() {
     if (!file_) return;
@@ -127,8 +146,8 @@ class CsvLogger : public sdk::Logger {
 
   void open(const sdk::RunInfo& run) override {
     const fs::path dir(run.output_dir);
-    metrics_ = std::make_unique<CsvFile>(dir / file_, kMetricsHeader);
-    if (!text_file_.empty()) texts_ = std::make_unique<CsvFile>(dir / text_file_, kTextHeader);
+    metrics_ = std::make_unique<CsvFile>(dir / file_, kMetricsHeader, run);
+    if (!text_file_.empty()) texts_ = std::make_unique<CsvFile>(dir / text_file_, kTextHeader, run);
   }
 
   void log_metrics(const sdk::MetricRecord& record) override {

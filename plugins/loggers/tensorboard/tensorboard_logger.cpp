@@ -12,8 +12,8 @@
 //     curves have no doubled tail. (Written at the first record, not at
 //     open(), because only then is the starting step known.)
 //
-// Records are buffered and reach the file on flush() (the trainer flushes at
-// checkpoints and on exit); the file stays open between flushes. I/O errors
+// Each record reaches the file as it is logged (flushed to the kernel: a
+// killed run loses at most the record being written); the file stays open. I/O errors
 // are reported once on stderr and never thrown after open(): losing a curve
 // must not stop a training run.
 #include <unistd.h>
@@ -98,12 +98,14 @@ class TensorboardLogger : public sdk::Logger {
     tagged.reserve(record.values.size());
     for (const auto& [name, value] : record.values) tagged.emplace_back(record.phase + "/" + name, value);
     write(encode_scalars_event(record.wall_time, record.step, tagged));
+    flush();
   }
 
   void log_text(int64_t step, const std::string& tag, const std::string& text) override {
     if (!writer_) return;
     begin_session(step);
     write(encode_text_event(now_seconds(), step, tag, text));
+    flush();
   }
 
   void flush() override {

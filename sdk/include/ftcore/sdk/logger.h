@@ -18,6 +18,14 @@ struct RunInfo {
   std::map<std::string, std::string> metadata; // recipe hash, plugin versions, ...
 };
 
+// Where the history goes on. metadata[kResumedAtStep] = "N": the run resumed
+// from a checkpoint of step N, and will log steps N+1... again, so a logger
+// appending to a file keeps its records of steps <= N and drops the rest
+// (a killed run's records past its last checkpoint). Absent: a fresh start;
+// such a logger starts its file empty (a run folder reused with --overwrite,
+// or a rerun of a run killed before its first checkpoint).
+inline constexpr const char* kResumedAtStep = "resumed_at_step";
+
 struct MetricRecord {
   int64_t step = 0;
   std::string phase = "train";  // "train" or "eval"
