@@ -1,0 +1,165 @@
+// `ftcore plugin verify` for the kinds checked on their interface alone:
+// every kind's spec (its defaults satisfy its own rules), schedulers (finite,
+// defined at step 0 and at total_steps, warmup honoured), samplers (each
+// index once per epoch, disjoint shards, the same batches from a fresh
+// instance, which is what resuming at a cursor relies on) and loggers (odd
+// metric names, flush, close).
+#include <cmath>
+#include <numeric>
+#include <sstream>
+#include <set>
+
+#include "ftcore/recipe.h"
+#include "ftcore/sdk/logger.h"
+#include "ftcore/sdk/sampler.h"
+#include "ftcore/sdk/scheduler.h"
+#include "plugin_verify.h"
+
+namespace fs = std::filesystem;
+
+namespace ftcore::cli {
+
+namespace {
+
+sdk::Options defaults_of(const RegistryEntry& entry) { return options_from_assignments(entry, {}, "defaults"); }
+
+std::string num(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+void verify_spec(const RegistryEntry& entry, VerifyReport& report) {
+  report.check(entry.key(), "the defaults satisfy the spec's " + std::to_string(entry.params->rules().size()) +
+                                " rule(s) and validate",
+               [&] {
+                 for (const auto& p : entry.params->params())
+                   if (p.required) throw CheckSkipped("the spec has the required key '" + p.key + "'");
+                 defaults_of(entry);  // a broken rule is a ConfigError naming it
+                 return "";
+               });
+}
+
+void verify_scheduler(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report) {
+  const std::string key = entry.key();
+  std::shared_ptr<sdk::Scheduler> scheduler;
+  report.check(key, "constructs with default options", [&] {
+    scheduler = registry.create_scheduler(entry, defaults_of(entry), sdk::SchedulerContext{});
+    return "";
+  });
+  if (!scheduler) return;
+  report.check(key, "factor(step, total) finite and >= 0 for every step in [0, total], total in {1, 10, 1000}", [&] {
+    for (int64_t total : {1, 10, 1000})
+      for (int64_t step = 0; step <= total; ++step) {
+        const double f = scheduler->factor(step, total);
+        expect(std::isfinite(f) && f >= 0.0, "factor(" + std::to_string(step) + ", " + std::to_string(total) +
+                                                 ") = " + num(f));
+      }
+    return "factor(0, 10) = " + num(scheduler->factor(0, 10)) + ", factor(10, 10) = " + num(scheduler->factor(10, 10));
+  });
+  report.check(key, "warmup_steps = 10: the factor rises over steps 0..10", [&]() -> std::string {
+    if (!entry.params->find("warmup_steps")) throw CheckSkipped("no warmup_steps parameter");
+    auto warm = registry.create_scheduler(entry, options_from_assignments(entry, {"warmup_steps = 10"}, "verify"),
+                                          sdk::SchedulerContext{});
+    const int64_t total = 100;
+    for (int64_t step = 0; step < 10; ++step)
+      expect(warm->factor(step, total) <= warm->factor(step + 1, total),
+             "factor(" + std::to_string(step) + ") = " + num(warm->factor(step, total)) + " > factor(" +
+                 std::to_string(step + 1) + ") = " + num(warm->factor(step + 1, total)));
+    expect(warm->factor(0, total) < warm->factor(10, total), "factor(0) = factor(10): no warmup");
+    return "factor(0) = " + num(warm->factor(0, total)) + ", factor(10) = " + num(warm->factor(10, total));
+  });
+}
+
+void verify_sampler(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report) {
+  const std::string key = entry.key();
+  std::shared_ptr<sdk::Sampler> sampler;
+  report.check(key, "constructs with default options", [&] {
+    sampler = registry.create_sampler(entry, defaults_of(entry));
+    return "";
+  });
+  if (!sampler) return;
+  sdk::SamplerInput input;
+  for (int64_t i = 0; i < 37; ++i) input.lengths.push_back(1 + (i * 29) % 64);  // 1..64 tokens, shuffled
+  input.batch_size = 4;
+  input.sequence_len = 128;
+  input.seed = 7;
+  auto indices_of = [](const std::vector<sdk::Batch>& batches) {
+    std::vector<int64_t> out;
+    for (const auto& b : batches)
+      for (const auto& row : b.rows) out.insert(out.end(), row.begin(), row.end());
+    return out;
+  };
+  report.check(key, "one process: each of 37 examples exactly once per epoch (epochs 0 and 1)", [&] {
+    for (int64_t epoch : {0, 1}) {
+      std::vector<int64_t> seen = indices_of(sampler->batches(input, epoch));
+      std::sort(seen.begin(), seen.end());
+      std::vector<int64_t> all(input.lengths.size());
+      std::iota(all.begin(), all.end(), 0);
+      expect(seen == all, "epoch " + std::to_string(epoch) + " yields " + std::to_string(seen.size()) +
+                              " indices, not each of 0..36 once");
+    }
+    return "";
+  });
+  report.check(key, "3 ranks: disjoint shards, no index twice, the same number of batches", [&] {
+    std::set<int64_t> seen;
+    size_t total = 0;
+    std::vector<size_t> counts;
+    for (int64_t rank = 0; rank < 3; ++rank) {
+      sdk::SamplerInput shard = input;
+      shard.rank = rank;
+      shard.world_size = 3;
+      const auto batches = sampler->batches(shard, 0);
+      counts.push_back(batches.size());
+      expect(counts.back() == counts.front(), "rank 0 has " + std::to_string(counts.front()) + " batches, rank " +
+                                                  std::to_string(rank) + " has " + std::to_string(counts.back()));
+      for (int64_t i : indices_of(batches)) {
+        expect(i >= 0 && i < static_cast<int64_t>(input.lengths.size()), "index " + std::to_string(i) + " out of range");
+        expect(seen.insert(i).second, "index " + std::to_string(i) + " appears twice across ranks");
+        ++total;
+      }
+    }
+    return std::to_string(total) + " of 37 indices across the shards";
+  });
+  report.check(key, "resume: a fresh instance yields the same batches (the cursor indexes them)", [&] {
+    auto fresh = registry.create_sampler(entry, defaults_of(entry));
+    for (int64_t epoch : {0, 3}) {
+      auto a = sampler->batches(input, epoch), b = fresh->batches(input, epoch);
+      expect(a.size() == b.size(), "epoch " + std::to_string(epoch) + ": " + std::to_string(a.size()) + " vs " +
+                                       std::to_string(b.size()) + " batches");
+      for (size_t i = 0; i < a.size(); ++i)
+        expect(a[i].rows == b[i].rows, "epoch " + std::to_string(epoch) + ": batch " + std::to_string(i) + " differs");
+    }
+    return "";
+  });
+}
+
+void verify_logger(const PluginRegistry& registry, const RegistryEntry& entry, const fs::path& work_dir,
+                   VerifyReport& report) {
+  const std::string key = entry.key();
+  report.check(key, "odd metric names and text, flush, close", [&] {
+    const fs::path dir = work_dir / ("logger-" + entry.name);
+    fs::create_directories(dir);
+    auto logger = registry.create_logger(entry, defaults_of(entry));
+    logger->open({"verify run", dir.string(), {{"recipe_hash", "0"}}});
+    sdk::MetricRecord r;
+    r.step = 1;
+    r.wall_time = 1.7e9;
+    r.values = {{"loss", 1.5}, {"train/grad norm", 0.25}, {"a,b\"c", 2.0}, {"ünïcödé λ", 3.0}};
+    logger->log_metrics(r);
+    r.step = 2;
+    r.phase = "eval";
+    logger->log_metrics(r);
+    logger->log_text(2, "sample/odd \"tag\"", "line one\nline two, with \"quotes\" and a tab\t");
+    logger->flush();
+    size_t bytes = 0;
+    for (const auto& f : fs::recursive_directory_iterator(dir))
+      if (f.is_regular_file()) bytes += f.file_size();
+    logger->close();
+    return bytes ? std::to_string(bytes) + " bytes in the run folder after flush" : "writes no files";
+  });
+}
+
+}  // namespace ftcore::cli
