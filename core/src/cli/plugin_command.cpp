@@ -10,6 +10,7 @@
 
 #include "command_line.h"
 #include "commands.h"
+#include "find_component.h"
 #include "ftcore/diagnostics.h"
 #include "ftcore/plugin_loader.h"
 #include "optimizer_steps.h"
@@ -29,31 +30,25 @@ const char* kPluginUsage =
 // A .so path loads that library alone; a name (kind/name or bare) finds the
 // library on the plugin path that registers it.
 fs::path library_of(const std::string& what, const std::vector<std::string>& plugin_paths) {
-  if (what.find('/') != std::string::npos && fs::exists(what)) return fs::absolute(what);
-  if (what.size() > 3 && what.compare(what.size() - 3, 3, ".so") == 0)
-    throw po::error("no plugin library " + what);
+  const bool names_a_file = what.find(".so") != std::string::npos || what.rfind("./", 0) == 0 || what.rfind('/', 0) == 0;
+  if (names_a_file) {
+    if (!fs::is_regular_file(what)) throw po::error("no plugin library " + what);
+    return fs::absolute(what);
+  }
   PluginRegistry registry;
   PluginSearchOptions search;
   for (const auto& p : plugin_paths) search.explicit_paths.emplace_back(p);
   load_plugins(search, registry);
-  std::vector<const RegistryEntry*> matches;
-  for (const RegistryEntry* e : registry.entries())
-    if (e->key() == what || e->name == what) matches.push_back(e);
-  if (matches.empty()) {
-    std::vector<std::string> keys;
-    for (const RegistryEntry* e : registry.entries()) keys.push_back(e->key());
-    const std::string hint = closest_match(what, keys);
-    throw po::error("no plugin library or component named '" + what + "'" +
-                    (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
-  }
-  if (matches.size() > 1) throw po::error("'" + what + "' is ambiguous; name it as kind/name");
-  return matches[0]->library_path();
+  std::string error;
+  const RegistryEntry* entry = find_component(registry, what, &error);
+  if (!entry) throw po::error(error);
+  return entry->library_path();
 }
 
 int verify_command(const std::vector<std::string>& args) {
   po::options_description visible(
       "Usage: ftcore plugin verify PATH_OR_NAME\n\nRuns the conformance checks for each component the library "
-      "registers (optimizer, scheduler, sampler, logger; adapters and quantizers are listed as not covered).\n"
+      "registers (optimizer, scheduler, sampler, quantizer, logger; adapters are listed as not covered).\n"
       "Exit 0 when no check fails, 1 otherwise.\n\nOptions");
   std::vector<std::string> positionals, plugin_paths;
   visible.add_options()("plugin-path", po::value(&plugin_paths)->composing(),
@@ -76,11 +71,11 @@ int verify_command(const std::vector<std::string>& args) {
       case sdk::ComponentKind::Scheduler: verify_scheduler(registry, *e, report); break;
       case sdk::ComponentKind::Sampler: verify_sampler(registry, *e, report); break;
       case sdk::ComponentKind::Logger: verify_logger(registry, *e, work_dir, report); break;
+      case sdk::ComponentKind::Quantizer: verify_quantizer(registry, *e, report); break;
       case sdk::ComponentKind::Adapter:
-      case sdk::ComponentKind::Quantizer:
-        report.check(e->key(), "kind-specific checks", [&]() -> std::string {
-          throw CheckSkipped(std::string("`plugin verify` has no ") + sdk::component_kind_name(e->kind) +
-                             " checks yet; run sdk/testing.h's checks in the plugin's own tests");
+        report.check(e->key(), "adapter checks", [&]() -> std::string {
+          throw CheckSkipped("`plugin verify` builds no model yet; run sdk/testing.h's adapter checks in the "
+                             "plugin's own tests (docs/plugin-guide.md section 4)");
         });
         break;
     }

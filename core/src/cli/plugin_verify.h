@@ -19,6 +19,7 @@ void verify_optimizer(const PluginRegistry& registry, const RegistryEntry& entry
                       VerifyReport& report);
 void verify_scheduler(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report);
 void verify_sampler(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report);
+void verify_quantizer(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report);
 void verify_logger(const PluginRegistry& registry, const RegistryEntry& entry,
                    const std::filesystem::path& work_dir, VerifyReport& report);
 

@@ -2,15 +2,20 @@
 // every kind's spec (its defaults satisfy its own rules), schedulers (finite,
 // defined at step 0 and at total_steps, warmup honoured), samplers (each
 // index once per epoch, disjoint shards, the same batches from a fresh
-// instance, which is what resuming at a cursor relies on) and loggers (odd
+// instance, which is what resuming at a cursor relies on), quantizers
+// (round trip, save/load, matmul = dequantize-then-matmul) and loggers (odd
 // metric names, flush, close).
 #include <cmath>
 #include <numeric>
 #include <sstream>
 #include <set>
 
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
 #include "ftcore/recipe.h"
 #include "ftcore/sdk/logger.h"
+#include "ftcore/sdk/quantizer.h"
 #include "ftcore/sdk/sampler.h"
 #include "ftcore/sdk/scheduler.h"
 #include "plugin_verify.h"
@@ -27,6 +32,12 @@ std::string num(double v) {
   std::ostringstream out;
   out << v;
   return out.str();
+}
+
+std::string join_shape(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
 }
 
 }  // namespace
@@ -133,6 +144,49 @@ void verify_sampler(const PluginRegistry& registry, const RegistryEntry& entry, 
         expect(a[i].rows == b[i].rows, "epoch " + std::to_string(epoch) + ": batch " + std::to_string(i) + " differs");
     }
     return "";
+  });
+}
+
+void verify_quantizer(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report) {
+  const std::string key = entry.key();
+  const std::string path = "model.layers.0.mlp.up_proj";
+  at::Generator gen = at::detail::createCPUGenerator(99);
+  const at::Tensor weight = at::randn({64, 256}, gen);  // [out, in]
+  std::shared_ptr<sdk::Quantizer> quantizer;
+  sdk::QuantizedWeight q;
+  at::Tensor dq;
+  report.check(key, "quantizes a [64, 256] fp32 weight with default options", [&] {
+    quantizer = registry.create_quantizer(entry, defaults_of(entry));
+    if (quantizer->needs_calibration()) quantizer->add_calibration(path, at::randn({512, 256}, gen));
+    q = quantizer->quantize(path, weight);
+    expect(q.shape == std::vector<int64_t>{64, 256}, "the quantized weight records shape " + join_shape(q.shape));
+    expect(q.dtype == at::kFloat, "the quantized weight records dtype " + std::string(c10::toString(q.dtype)));
+    return q.format + (quantizer->needs_calibration() ? ", calibrated on 512 random rows" : "");
+  });
+  if (!quantizer || !q.packed.defined()) return;
+  report.check(key, "round trip: dequantize is finite, [64, 256], closer to the weight than zero is", [&] {
+    dq = quantizer->dequantize(q, at::kFloat);
+    expect(dq.sizes() == weight.sizes(), "dequantized to shape " + join_shape(dq.sizes().vec()));
+    expect(at::isfinite(dq).all().item<bool>(), "the dequantized weight holds NaN or inf");
+    const double error = (weight - dq).norm().item<double>(), scale = weight.norm().item<double>();
+    expect(error < scale, "||W - dequantize(quantize(W))|| = " + num(error) + " >= ||W|| = " + num(scale));
+    return "relative Frobenius error " + num(error / scale) + ", max abs error " +
+           num((weight - dq).abs().max().item<double>());
+  });
+  if (!dq.defined()) return;
+  report.check(key, "save/load: from_tensors(to_tensors()) dequantizes to the same bits", [&] {
+    const sdk::TensorMap saved = quantizer->to_tensors(path, q);
+    const at::Tensor again = quantizer->dequantize(quantizer->from_tensors(path, saved), at::kFloat);
+    expect(at::equal(again, dq), "max difference " + num((again - dq).abs().max().item<double>()));
+    return std::to_string(saved.tensors.size()) + " tensors";
+  });
+  report.check(key, "matmul(x, q) = x @ dequantize(q)^T within 1e-4 x max|result| (fp32, K = 256)", [&] {
+    const at::Tensor x = at::randn({5, 256}, gen);
+    const at::Tensor ours = quantizer->matmul(x, q), reference = x.matmul(dq.t());
+    expect(ours.sizes() == reference.sizes(), "matmul gave shape " + join_shape(ours.sizes().vec()));
+    const double diff = (ours - reference).abs().max().item<double>(), bound = 1e-4 * reference.abs().max().item<double>();
+    expect(diff <= bound, "max difference " + num(diff) + " > " + num(bound));
+    return "max difference " + num(diff);
   });
 }
 

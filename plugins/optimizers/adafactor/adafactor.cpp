@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
-#include <stdexcept>
 
 #include <ATen/ATen.h>
 
