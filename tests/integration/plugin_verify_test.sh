@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ftcore plugin verify`: the in-tree plugin libraries pass it (an optimizer,
-# the schedulers, the samplers, a logger), and the deliberately broken
+# the schedulers, the samplers, both quantizer libraries, a logger), and the deliberately broken
 # fixture (tests/fixtures/broken_plugin.cpp) fails exactly the checks it
 # breaks, each with its reason; usage errors exit 2. And one version:
 # `ftcore --version` says FTCORE_SDK_VERSION of the SDK header.
@@ -17,7 +17,7 @@ fail() {
 }
 
 # 1. In-tree libraries pass: exit 0, no FAIL line.
-for name in optimizer/adamw scheduler/cosine sampler/multipack logger/jsonl; do
+for name in optimizer/adamw scheduler/cosine sampler/multipack quantizer/nf4 quantizer/gptq logger/jsonl; do
   out=$("$ftcore" plugin verify "$name" 2>&1)
   rc=$?
   echo "$out" | sed "s|^|  [$name] |"
@@ -51,6 +51,11 @@ m="sampler/fixture_overlap"
 expect_line "FAIL $m: one process: each of 37 examples exactly once" "yields 36 indices"
 expect_line "FAIL $m: 3 ranks: disjoint shards" "appears twice across ranks"
 expect_line "PASS $m: resume: a fresh instance yields the same batches" ""
+q="quantizer/fixture_lossy"
+expect_line "PASS $q: quantizes a [64, 256] fp32 weight" ""
+expect_line "PASS $q: round trip" "relative Frobenius error"
+expect_line "FAIL $q: save/load" "max difference "
+expect_line "FAIL $q: matmul(x, q) = x @ dequantize(q)^T" "max difference "
 expect_line "FAIL logger/fixture_bad_default: the defaults satisfy" "min_rows must not exceed max_rows"
 expect_line "verify: " "failed"
 
@@ -61,6 +66,11 @@ for args in "plugin" "plugin verify" "plugin verify no_such_component" "plugin s
   rc=$?
   [[ $rc -eq 2 ]] || fail "ftcore $args exited $rc, expected 2"
   [[ -n "$msg" ]] || fail "ftcore $args printed no message"
+done
+
+for args in "plugin --help" "plugin verify --help" "plugin steps --help"; do
+  # shellcheck disable=SC2086
+  "$ftcore" $args >/dev/null 2>&1 || fail "ftcore $args exited $?, expected 0"
 done
 
 # 4. The package and the SDK tell one version.

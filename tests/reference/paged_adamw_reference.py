@@ -34,7 +34,7 @@ Checks, with why each tolerance:
 - bad options (budget below a page, page too small, negatives) fail with a
   message naming the option.
 
-usage: paged_adamw_reference.py OPTIMIZER_STEPS_BINARY
+usage: paged_adamw_reference.py FTCORE_BINARY   (its `ftcore plugin steps` drives the optimizer)
 """
 import json
 import os
