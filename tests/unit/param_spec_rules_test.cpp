@@ -54,9 +54,9 @@ TEST(ParamSpecRules, ListLengthsAreCheckedAtTheList) {
 TEST(ParamSpecRules, ABrokenRuleIsReportedAtTheLastKeyTheUserWrote) {
   const auto spec = adan_like_spec();
   EXPECT_EQ(problems("max_lr = 1e-4\nlr = 1e-3\n", *spec),
-            std::vector<std::string>{"r.toml:2:1: [optimizer] (adan): lr = 0.001 exceeds max_lr = 0.0001"});
+            std::vector<std::string>{"r.toml:2:1: [optimizer] (adan): lr = 0.001 exceeds max_lr = 1e-04"});
   EXPECT_EQ(problems("lr = 1e-3\n\nmax_lr = 1e-4\n", *spec),
-            std::vector<std::string>{"r.toml:3:1: [optimizer] (adan): lr = 0.001 exceeds max_lr = 0.0001"});
+            std::vector<std::string>{"r.toml:3:1: [optimizer] (adan): lr = 0.001 exceeds max_lr = 1e-04"});
   // One key written, the other defaulted (max_lr = 1e-2): at the written one.
   EXPECT_EQ(problems("betas = [0.9, 0.9, 0.9]\nlr = 0.5\n", *spec),
             std::vector<std::string>{"r.toml:2:1: [optimizer] (adan): lr = 0.5 exceeds max_lr = 0.01"});

@@ -5,9 +5,11 @@
 // instance, which is what resuming at a cursor relies on), quantizers
 // (round trip, save/load, matmul = dequantize-then-matmul) and loggers (odd
 // metric names, flush, close).
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <sstream>
+#include <map>
 #include <set>
 
 #include <ATen/ATen.h>
@@ -70,17 +72,19 @@ void verify_scheduler(const PluginRegistry& registry, const RegistryEntry& entry
       }
     return "factor(0, 10) = " + num(scheduler->factor(0, 10)) + ", factor(10, 10) = " + num(scheduler->factor(10, 10));
   });
-  report.check(key, "warmup_steps = 10: the factor rises over steps 0..10", [&]() -> std::string {
+  // Rising up to the peak: transformers' warmups peak at step 10, torch's
+  // OneCycleLR (one_cycle) at step 9, so steps 0..9 must not fall.
+  report.check(key, "warmup_steps = 10: the factor rises over steps 0..9", [&]() -> std::string {
     if (!entry.params->find("warmup_steps")) throw CheckSkipped("no warmup_steps parameter");
     auto warm = registry.create_scheduler(entry, options_from_assignments(entry, {"warmup_steps = 10"}, "verify"),
                                           sdk::SchedulerContext{});
     const int64_t total = 100;
-    for (int64_t step = 0; step < 10; ++step)
+    for (int64_t step = 0; step + 1 < 10; ++step)
       expect(warm->factor(step, total) <= warm->factor(step + 1, total),
              "factor(" + std::to_string(step) + ") = " + num(warm->factor(step, total)) + " > factor(" +
                  std::to_string(step + 1) + ") = " + num(warm->factor(step + 1, total)));
-    expect(warm->factor(0, total) < warm->factor(10, total), "factor(0) = factor(10): no warmup");
-    return "factor(0) = " + num(warm->factor(0, total)) + ", factor(10) = " + num(warm->factor(10, total));
+    expect(warm->factor(0, total) < warm->factor(9, total), "factor(0) = factor(9): no warmup");
+    return "factor(0) = " + num(warm->factor(0, total)) + ", factor(9) = " + num(warm->factor(9, total));
   });
 }
 
@@ -114,25 +118,44 @@ void verify_sampler(const PluginRegistry& registry, const RegistryEntry& entry, 
     }
     return "";
   });
-  report.check(key, "3 ranks: disjoint shards, no index twice, the same number of batches", [&] {
-    std::set<int64_t> seen;
-    size_t total = 0;
+  // Shards as torch's DistributedSampler cuts them: disjoint but for the
+  // padding that evens them out (fewer than world_size repeated units: an
+  // example, or a packed row), together covering every example, the same
+  // number of batches on every rank.
+  report.check(key, "3 ranks: shards cover every index, overlap only by padding (< 3 repeated rows), same batch count",
+               [&] {
+    const int64_t world = 3, n = static_cast<int64_t>(input.lengths.size());
+    std::set<std::vector<int64_t>> rows;
+    std::map<int64_t, int64_t> owner_row;  // index -> how many distinct rows hold it
+    int64_t total_rows = 0;
     std::vector<size_t> counts;
-    for (int64_t rank = 0; rank < 3; ++rank) {
+    for (int64_t rank = 0; rank < world; ++rank) {
       sdk::SamplerInput shard = input;
       shard.rank = rank;
-      shard.world_size = 3;
+      shard.world_size = world;
       const auto batches = sampler->batches(shard, 0);
       counts.push_back(batches.size());
       expect(counts.back() == counts.front(), "rank 0 has " + std::to_string(counts.front()) + " batches, rank " +
                                                   std::to_string(rank) + " has " + std::to_string(counts.back()));
-      for (int64_t i : indices_of(batches)) {
-        expect(i >= 0 && i < static_cast<int64_t>(input.lengths.size()), "index " + std::to_string(i) + " out of range");
-        expect(seen.insert(i).second, "index " + std::to_string(i) + " appears twice across ranks");
-        ++total;
-      }
+      for (const auto& b : batches)
+        for (auto row : b.rows) {
+          ++total_rows;
+          for (int64_t i : row) expect(i >= 0 && i < n, "index " + std::to_string(i) + " out of range");
+          std::sort(row.begin(), row.end());
+          if (rows.insert(row).second)
+            for (int64_t i : row) ++owner_row[i];
+        }
     }
-    return std::to_string(total) + " of 37 indices across the shards";
+    const int64_t repeats = total_rows - static_cast<int64_t>(rows.size());
+    expect(repeats < world, std::to_string(repeats) + " rows repeated across ranks (padding repeats fewer than " +
+                                std::to_string(world) + ")");
+    for (int64_t i = 0; i < n; ++i) {
+      expect(owner_row.count(i) == 1, "index " + std::to_string(i) + " is in no rank's shard");
+      expect(owner_row[i] == 1, "index " + std::to_string(i) + " is in " + std::to_string(owner_row[i]) +
+                                    " different rows across ranks");
+    }
+    return std::to_string(total_rows) + " rows for " + std::to_string(n) + " examples, " +
+           std::to_string(counts.front()) + " batches per rank";
   });
   report.check(key, "resume: a fresh instance yields the same batches (the cursor indexes them)", [&] {
     auto fresh = registry.create_sampler(entry, defaults_of(entry));
