@@ -70,8 +70,9 @@ std::string describe_text(const std::string& heading, const std::string& summary
     if (!p.doc.empty()) out << "      " << p.doc << "\n";
   }
   if (spec.params().empty()) out << "  (no parameters)\n";
-  std::string ex = key_rules_text(spec);
-  if (!ex.empty()) out << "\n  " << ex;
+  std::istringstream rules(key_rules_text(spec));
+  bool first = true;
+  for (std::string line; std::getline(rules, line); first = false) out << (first ? "\n  " : "  ") << line << "\n";
   return out.str();
 }
 

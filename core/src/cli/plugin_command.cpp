@@ -97,7 +97,8 @@ int steps_command(const std::vector<std::string>& args) {
   OptimizerStepsJob job;
   std::string inputs, out, resume, save_state, library;
   std::vector<std::string> plugin_paths;
-  visible.add_options()("optimizer", po::value(&job.optimizer)->required(), "registered optimizer name")(
+  visible.add_options()("help,h", "this help")("optimizer", po::value(&job.optimizer)->required(),
+                                                "registered optimizer name")(
       "set", po::value(&job.sets)->composing(), "an option as TOML, e.g. 'lr = 1e-3' (repeatable)")(
       "inputs", po::value(&inputs)->required(), "parameters, gradients and groups (safetensors)")(
       "out", po::value(&out)->required(), "where the final parameters go (safetensors)")(
@@ -128,9 +129,13 @@ int steps_command(const std::vector<std::string>& args) {
 }  // namespace
 
 int plugin_command(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+  if (args.empty()) {
+    std::cerr << kPluginUsage;
+    return kExitUsage;
+  }
+  if (args[0] == "--help" || args[0] == "-h") {
     std::cout << kPluginUsage;
-    return args.empty() ? kExitUsage : kExitOk;
+    return kExitOk;
   }
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "verify") return verify_command(rest);

@@ -178,8 +178,15 @@ void verify_quantizer(const PluginRegistry& registry, const RegistryEntry& entry
   std::shared_ptr<sdk::Quantizer> quantizer;
   sdk::QuantizedWeight q;
   at::Tensor dq;
-  report.check(key, "quantizes a [64, 256] fp32 weight with default options", [&] {
-    quantizer = registry.create_quantizer(entry, defaults_of(entry));
+  // A GEMM in bf16 (bitsandbytes' default compute dtype) cannot be compared
+  // at fp32 precision: a spec that offers compute_dtype = "fp32" is verified with it.
+  const sdk::Param* compute = entry.params->find("compute_dtype");
+  const bool fp32_compute =
+      compute && std::find(compute->choices.begin(), compute->choices.end(), "fp32") != compute->choices.end();
+  report.check(key, std::string("quantizes a [64, 256] fp32 weight with default options") +
+                        (fp32_compute ? " but compute_dtype = \"fp32\"" : ""), [&] {
+    quantizer = registry.create_quantizer(
+        entry, fp32_compute ? options_from_assignments(entry, {"compute_dtype = \"fp32\""}, "verify") : defaults_of(entry));
     if (quantizer->needs_calibration()) quantizer->add_calibration(path, at::randn({512, 256}, gen));
     q = quantizer->quantize(path, weight);
     expect(q.shape == std::vector<int64_t>{64, 256}, "the quantized weight records shape " + join_shape(q.shape));
