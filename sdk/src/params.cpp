@@ -1,6 +1,8 @@
 // ParamSpec declarations and typed Options lookup (see params.h).
 #include "ftcore/sdk/params.h"
 
+#include "ftcore/sdk/option_error.h"
+
 #include <charconv>
 #include <cmath>
 #include <sstream>
@@ -98,6 +100,24 @@ Param& Param::with_range(double lo, double hi, bool lo_exclusive, bool hi_exclus
   return *this;
 }
 
+Param& Param::with_length(size_t lo, size_t hi) {
+  if (type != ParamType::StringList && type != ParamType::IntList && type != ParamType::FloatList)
+    throw OptionsError("with_length() on " + key + ", which is not a list");
+  if (lo > hi) throw OptionsError("with_length() on " + key + ": min " + std::to_string(lo) + " > max " + std::to_string(hi));
+  min_items = lo;
+  max_items = hi;
+  return *this;
+}
+
+std::string Param::describe_length() const {
+  const bool bounded = max_items != std::numeric_limits<size_t>::max();
+  auto items = [](size_t n) { return std::to_string(n) + (n == 1 ? " item" : " items"); };
+  if (bounded && min_items == max_items) return "exactly " + items(min_items);
+  if (bounded) return std::to_string(min_items) + " to " + items(max_items);
+  if (min_items > 0) return "at least " + items(min_items);
+  return "";
+}
+
 Param& ParamSpec::add(Param p) {
   if (find(p.key)) throw OptionsError("parameter declared twice: " + p.key);
   params_.push_back(std::move(p));
@@ -148,6 +168,15 @@ ParamSpec& ParamSpec::exclusive(std::vector<std::string> keys) {
   for (const auto& k : keys)
     if (!find(k)) throw OptionsError("exclusive() names an undeclared parameter: " + k);
   exclusive_.push_back(std::move(keys));
+  return *this;
+}
+
+ParamSpec& ParamSpec::rule(std::vector<std::string> keys, std::string doc,
+                           std::function<std::string(const Options&)> check) {
+  if (keys.empty()) throw OptionsError("rule() names no keys: " + doc);
+  for (const auto& k : keys)
+    if (!find(k)) throw OptionsError("rule() names an undeclared parameter: " + k);
+  rules_.push_back({std::move(keys), std::move(doc), std::move(check)});
   return *this;
 }
 
@@ -206,5 +235,11 @@ const std::vector<double>& Options::get_float_list(const std::string& key) const
   return get_as<std::vector<double>>(value(key), key, "list of floats");
 }
 FloatPair Options::get_pair(const std::string& key) const { return get_as<FloatPair>(value(key), key, "pair"); }
+
+void require_rules(const Options& options) {
+  if (!options.spec()) return;
+  for (const auto& rule : options.spec()->rules())
+    if (std::string why = rule.check(options); !why.empty()) throw OptionError(why);
+}
 
 }  // namespace ftcore::sdk

@@ -6,18 +6,19 @@
 # torch.optim.SGD and its resume with an uninterrupted run
 # (sgd_nesterov_reference.py), check RUNPATHs of everything installed, that a
 # plugin built against another libtorch is refused, and that the example
-# installed into the prefix is found without FTCORE_PLUGIN_PATH.
+# installed into the prefix is found without FTCORE_PLUGIN_PATH. The steps
+# and the conformance suite run through the INSTALLED ftcore (`ftcore plugin
+# steps`, `ftcore plugin verify`), whose --version agrees with the SDK header.
 #
-# usage: install_and_example_test.sh BUILD_DIR PYTHON OPTIMIZER_STEPS_BINARY
+# usage: install_and_example_test.sh BUILD_DIR PYTHON
 set -euo pipefail
 
-if [[ $# -ne 3 ]]; then
-  echo "usage: $0 BUILD_DIR PYTHON OPTIMIZER_STEPS_BINARY" >&2
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 BUILD_DIR PYTHON" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd)
 python=$2
-optimizer_steps=$3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source_dir=$(cd "$here/../.." && pwd)
 example_src="$source_dir/sdk/examples/sgd_nesterov"
@@ -169,9 +170,29 @@ grep -q 'optimizer.name:.*sgd_nesterov = "sgd_nesterov"' <<<"$experiment" || fai
 ok "4 arms resolve; they differ in $(grep -c '^  ' <<<"$experiment") keys"
 
 # 5. Steps against torch.optim.SGD; resume in a fresh process.
-check "30 steps of the example vs torch.optim.SGD, and resume bit for bit (sgd_nesterov_reference.py)"
-FTCORE_PLUGIN_PATH="$tmp/example" "$python" "$here/sgd_nesterov_reference.py" "$optimizer_steps" ||
+check "30 steps of the example vs torch.optim.SGD, and resume bit for bit (sgd_nesterov_reference.py, installed ftcore plugin steps)"
+FTCORE_PLUGIN_PATH="$tmp/example" "$python" "$here/sgd_nesterov_reference.py" "$prefix/bin/ftcore" ||
   fail "sgd_nesterov_reference.py"
+
+# 5b. The conformance suite passes on the example, through the installed ftcore.
+check "<prefix>/bin/ftcore plugin verify <example build>/$plugin_file"
+if ! verdict=$("$prefix/bin/ftcore" plugin verify "$tmp/example/$plugin_file" 2>&1); then
+  fail "ftcore plugin verify failed on the example:"$'\n'"$verdict"
+fi
+grep -q '^FAIL' <<<"$verdict" && fail "a check failed:"$'\n'"$verdict"
+grep -q '^PASS optimizer/sgd_nesterov: state round trip' <<<"$verdict" ||
+  fail "verify did not run the state round trip:"$'\n'"$verdict"
+ok "$(tail -n 1 <<<"$verdict")"
+
+# 5c. One version: the installed ftcore says the version its SDK header says.
+check "ftcore --version agrees with FTCORE_SDK_VERSION in the installed ftcore/sdk/version.h"
+sdk_version=$(sed -n 's/^#define FTCORE_SDK_VERSION "\(.*\)"$/\1/p' "$prefix/include/ftcore/sdk/version.h")
+package_version=$("$prefix/bin/ftcore" --version | sed -n 's/^ftcore //p')
+[[ -n "$sdk_version" && "$sdk_version" == "$package_version" ]] ||
+  fail "ftcore --version says '$package_version', the SDK header says '$sdk_version'"
+grep -q "PACKAGE_VERSION \"$sdk_version\"" "$prefix/lib/cmake/ftcore/ftcoreConfigVersion.cmake" ||
+  fail "ftcoreConfigVersion.cmake does not say $sdk_version"
+ok "ftcore $package_version, SDK $sdk_version, ftcoreConfigVersion.cmake $sdk_version"
 
 # 6. A plugin built against another libtorch is refused, naming both versions and the file.
 check "the example built against a pretend libtorch 0.0.1 is refused by the installed ftcore"

@@ -2,7 +2,7 @@
 
 Run by install_and_example_test.sh with FTCORE_PLUGIN_PATH naming the
 example's build folder (built against the INSTALLED ftcore), so the plugin
-that optimizer_steps loads is the out-of-tree one.
+that `ftcore plugin steps` loads is the out-of-tree one.
 
 For each configuration, ftcore's plugin and torch.optim.SGD (same libtorch,
 single-tensor path, the same thread count) run 30 steps on identical
@@ -23,7 +23,7 @@ continue 15 steps in a FRESH process; the result must equal the uninterrupted
 "<name>.momentum_buffer" tensors equal to torch's momentum buffers. Finally,
 nesterov with dampening must be refused with a message.
 
-usage: sgd_nesterov_reference.py OPTIMIZER_STEPS_BINARY
+usage: sgd_nesterov_reference.py FTCORE_BINARY
 """
 import json
 import os
@@ -35,7 +35,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from optimizer_steps_client import set_args  # noqa: E402
+from optimizer_steps_client import set_args, steps_command  # noqa: E402
 
 STEPS = 30
 RESUME_AT = 15
@@ -93,7 +93,7 @@ def torch_reference(tensors, config, steps):
 
 
 def run_steps(binary, inputs, out, opts, extra=()):
-    cmd = [binary, "--optimizer", "sgd_nesterov", "--inputs", inputs, "--out", out, *set_args(opts), *extra]
+    cmd = [*steps_command(binary), "--optimizer", "sgd_nesterov", "--inputs", inputs, "--out", out, *set_args(opts), *extra]
     result = subprocess.run(cmd, capture_output=True, text=True)
     return result, cmd
 
@@ -101,7 +101,7 @@ def run_steps(binary, inputs, out, opts, extra=()):
 def run_ok(binary, inputs, out, opts, extra=()):
     result, cmd = run_steps(binary, inputs, out, opts, extra)
     if result.returncode != 0:
-        sys.exit(f"FAIL: optimizer_steps failed: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+        sys.exit(f"FAIL: ftcore plugin steps failed: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
     return load_file(out)
 
 
@@ -169,10 +169,10 @@ def main():
             print(f"check {name}: {RESUME_AT} steps + resume in a fresh process + {STEPS - RESUME_AT} steps "
                   f"== {STEPS} uninterrupted steps bit for bit: {same}")
 
-        # 3. Nesterov with dampening is refused by the factory, with a message.
+        # 3. Nesterov with dampening is refused by the spec's rule (exit 2), with a message.
         result, _ = run_steps(binary, inputs, os.path.join(tmp, "bad.safetensors"), {"dampening": 0.1},
                               ["--steps", "1"])
-        refused = result.returncode != 0 and "needs momentum > 0 and dampening = 0" in result.stderr
+        refused = result.returncode == 2 and "needs momentum > 0 and dampening = 0" in result.stderr
         if not refused:
             failures.append(f"nesterov with dampening was not refused as expected: rc {result.returncode}, "
                             f"stderr {result.stderr.strip()!r}")

@@ -44,7 +44,7 @@ bit-identical to ftcore's, in every configuration including bf16.
 Then resume: 25 steps, save parameters and optimizer state, continue 25 steps
 in a FRESH process; the result must equal the uninterrupted 50 steps bit for bit.
 
-usage: adafactor_reference.py OPTIMIZER_STEPS_BINARY
+usage: adafactor_reference.py FTCORE_BINARY   (its `ftcore plugin steps` drives the optimizer)
 """
 import contextlib
 import json

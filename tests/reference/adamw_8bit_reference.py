@@ -26,7 +26,7 @@ sizes); and conversion: optimizer/adamw's fp32 state loaded by adamw_8bit equals
 quantize_blockwise of it (codes and absmax), and adamw_8bit's state loaded by adamw equals
 bitsandbytes' dequantize_blockwise of it.
 
-usage: adamw_8bit_reference.py OPTIMIZER_STEPS_BINARY
+usage: adamw_8bit_reference.py FTCORE_BINARY   (its `ftcore plugin steps` drives the optimizer)
 """
 import json
 import math

@@ -14,7 +14,7 @@ cross zero.) Each ISA variant of the fused kernel is run.
 Then resume: 25 steps, save parameters and optimizer state, continue 25 steps
 in a FRESH process; the result must equal the uninterrupted 50 steps bit for bit.
 
-usage: adamw_reference.py OPTIMIZER_STEPS_BINARY
+usage: adamw_reference.py FTCORE_BINARY   (its `ftcore plugin steps` drives the optimizer)
 """
 import json
 import os

@@ -10,7 +10,7 @@ bitsandbytes' quantize_blockwise of it, and lion_8bit's state loaded by lion its
 A Lion step moves each element by lr*sign(c); a differing sign would show as a 2*lr error, far
 above the 1e-6 relative tolerance, so parameters must agree in sign of every update.
 
-usage: lion_8bit_reference.py OPTIMIZER_STEPS_BINARY
+usage: lion_8bit_reference.py FTCORE_BINARY   (its `ftcore plugin steps` drives the optimizer)
 """
 import os
 import sys

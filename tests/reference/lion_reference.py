@@ -24,7 +24,7 @@ What must hold for the test to pass:
 Then resume: 25 steps, save parameters and optimizer state, continue 25 steps
 in a FRESH process; the result must equal the uninterrupted 50 steps bit for bit.
 
-usage: lion_reference.py OPTIMIZER_STEPS_BINARY
+usage: lion_reference.py FTCORE_BINARY   (its `ftcore plugin steps` drives the optimizer)
 """
 import json
 import os

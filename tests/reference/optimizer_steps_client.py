@@ -1,7 +1,7 @@
-"""Driving the optimizer_steps tool (tests/tools/optimizer_steps.cpp) from the
+"""Driving `ftcore plugin steps` (core/src/cli/optimizer_steps.h) from the
 optimizer reference scripts: options written as `--set key = value` TOML
-assignments, and a run that stops the script with the tool's stderr when it
-fails."""
+assignments, and a run that stops the script with the command's stderr when
+it fails. `binary` is the ftcore executable."""
 import subprocess
 import sys
 
@@ -22,10 +22,15 @@ def set_args(opts):
     return args
 
 
+def steps_command(binary):
+    """The command line prefix of the step harness."""
+    return [binary, "plugin", "steps"]
+
+
 def run_optimizer_steps(binary, optimizer, inputs, out, opts, extra=(), env=None):
     """Runs the tool and returns the tensors it wrote to `out`."""
-    cmd = [binary, "--optimizer", optimizer, "--inputs", inputs, "--out", out, *set_args(opts), *extra]
+    cmd = [*steps_command(binary), "--optimizer", optimizer, "--inputs", inputs, "--out", out, *set_args(opts), *extra]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if result.returncode != 0:
-        sys.exit(f"optimizer_steps failed: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+        sys.exit(f"ftcore plugin steps failed: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
     return load_file(out)

@@ -3,8 +3,8 @@
 add_executable(blockwise8_tool ${CMAKE_SOURCE_DIR}/tests/tools/blockwise8_tool.cpp)
 target_link_libraries(blockwise8_tool PRIVATE ftcore::core ftcore_blockwise8)
 set_target_properties(blockwise8_tool PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/tests")
-# The reference scripts load these plugins at run time through optimizer_steps.
-add_dependencies(blockwise8_tool optimizer_steps ftcore_optimizer_adamw_8bit ftcore_optimizer_lion_8bit
+# The reference scripts load these plugins at run time through `ftcore plugin steps`.
+add_dependencies(blockwise8_tool ftcore ftcore_optimizer_adamw_8bit ftcore_optimizer_lion_8bit
   ftcore_optimizer_adamw ftcore_optimizer_lion)
 # Dynamic maps, codes, absmax and dequantized values bit-equal to bitsandbytes'.
 add_test(NAME blockwise8_reference
@@ -12,11 +12,11 @@ add_test(NAME blockwise8_reference
 set_tests_properties(blockwise8_reference PROPERTIES TIMEOUT 600 ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2")
 # adamw_8bit vs bitsandbytes.optim.AdamW8bit (50 steps, every ISA), resume, state bytes, adamw <-> adamw_8bit conversion.
 add_test(NAME adamw_8bit_reference
-  COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/adamw_8bit_reference.py" $<TARGET_FILE:optimizer_steps>)
+  COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/adamw_8bit_reference.py" $<TARGET_FILE:ftcore>)
 set_tests_properties(adamw_8bit_reference PROPERTIES TIMEOUT 900 ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2")
 # lion_8bit vs bitsandbytes.optim.Lion8bit, the same checks with lion <-> lion_8bit.
 add_test(NAME lion_8bit_reference
-  COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/lion_8bit_reference.py" $<TARGET_FILE:optimizer_steps>)
+  COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/lion_8bit_reference.py" $<TARGET_FILE:ftcore>)
 set_tests_properties(lion_8bit_reference PROPERTIES TIMEOUT 900 ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2")
 # ftcore's side of benchmarks/optimizer_step.py (step time and bandwidth vs torch.optim.AdamW and a STREAM triad).
 if(FTCORE_BUILD_BENCHMARKS)

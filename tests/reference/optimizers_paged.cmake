@@ -3,7 +3,7 @@
 # of the state; the budget measured (accounted and mincore), resume, state interchange, bad options.
 if(TARGET ftcore_optimizer_paged_adamw)
   add_test(NAME paged_adamw_reference
-    COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/paged_adamw_reference.py" $<TARGET_FILE:optimizer_steps>)
+    COMMAND "${FTCORE_PYTHON}" "${CMAKE_CURRENT_SOURCE_DIR}/paged_adamw_reference.py" $<TARGET_FILE:ftcore>)
   set_tests_properties(paged_adamw_reference PROPERTIES TIMEOUT 900
     ENVIRONMENT "FTCORE_PLUGIN_PATH=;FTCORE_NUM_THREADS=2;OMP_WAIT_POLICY=PASSIVE")
 endif()

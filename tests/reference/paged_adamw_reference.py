@@ -34,7 +34,7 @@ Checks, with why each tolerance:
 - bad options (budget below a page, page too small, negatives) fail with a
   message naming the option.
 
-usage: paged_adamw_reference.py OPTIMIZER_STEPS_BINARY
+usage: paged_adamw_reference.py FTCORE_BINARY   (its `ftcore plugin steps` drives the optimizer)
 """
 import json
 import os
@@ -48,7 +48,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from optimizer_steps_client import set_args  # noqa: E402
+from optimizer_steps_client import set_args, steps_command  # noqa: E402
 from adamw_reference import CONFIGS as ADAMW_CONFIGS, torch_reference  # noqa: E402
 
 STEPS = 50
@@ -84,16 +84,16 @@ def make_inputs(seed, shapes=SHAPES, steps=STEPS):
 
 
 def run(binary, optimizer, inputs, out, opts, extra=(), isa=None, expect_fail=False):
-    """Runs optimizer_steps; returns (tensors, paged_stats lines) or, with expect_fail, the error text."""
+    """Runs `ftcore plugin steps`; returns (tensors, paged_stats lines) or, with expect_fail, the error text."""
     env = dict(os.environ, FTCORE_PAGED_STATS="1")
     if isa:
         env["FTCORE_CPU_ISA"] = isa
-    cmd = [binary, "--optimizer", optimizer, "--inputs", inputs, "--out", out, *set_args(opts), *extra]
+    cmd = [*steps_command(binary), "--optimizer", optimizer, "--inputs", inputs, "--out", out, *set_args(opts), *extra]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if expect_fail:
         return None if result.returncode == 0 else result.stdout + result.stderr
     if result.returncode != 0:
-        sys.exit(f"optimizer_steps failed: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+        sys.exit(f"ftcore plugin steps failed: {' '.join(cmd)}\n{result.stdout}{result.stderr}")
     stats = [json.loads(line[len("paged_stats "):]) for line in result.stderr.splitlines()
              if line.startswith("paged_stats ")]
     return load_file(out), stats
@@ -200,10 +200,10 @@ def check_resume(binary, tmp, inputs, config, paged, failures):
 
 
 def sample_state_rss(binary, optimizer, inputs, out, opts, steps):
-    """Runs optimizer_steps while reading its /proc/PID/smaps every millisecond: returns the
+    """Runs `ftcore plugin steps` while reading its /proc/PID/smaps every millisecond: returns the
     largest Rss the kernel reports for the mapping of the state file (named <optimizer>.state),
     the number of samples that saw the mapping, and the stats lines."""
-    cmd = [binary, "--optimizer", optimizer, "--inputs", inputs, "--out", out, *set_args(opts), "--steps", str(steps)]
+    cmd = [*steps_command(binary), "--optimizer", optimizer, "--inputs", inputs, "--out", out, *set_args(opts), "--steps", str(steps)]
     largest, seen = 0, 0
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
@@ -225,7 +225,7 @@ def sample_state_rss(binary, optimizer, inputs, out, opts, steps):
         err.seek(0)
         text = err.read()
     if proc.returncode != 0:
-        sys.exit(f"optimizer_steps failed: {' '.join(cmd)}\n{text}")
+        sys.exit(f"ftcore plugin steps failed: {' '.join(cmd)}\n{text}")
     stats = [json.loads(line[len("paged_stats "):]) for line in text.splitlines() if line.startswith("paged_stats ")]
     return largest, seen, stats
 

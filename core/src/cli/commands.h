@@ -14,6 +14,7 @@ inline constexpr int kExitUsage = 2;
 int run_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int plugins_command(const std::vector<std::string>& args);
+int plugin_command(const std::vector<std::string>& args);
 int convert_command(const std::vector<std::string>& args);
 int generate_command(const std::vector<std::string>& args);
 int merge_command(const std::vector<std::string>& args);

@@ -1,6 +1,6 @@
 // The ftcore executable: global options, then one subcommand, each in its
 // own file (<command>_command.cpp):
-//   ftcore [--log-level L] (run|validate|plugins|convert|data|generate|merge|quantize) ...
+//   ftcore [--log-level L] (run|validate|plugins|plugin|convert|data|generate|merge|quantize) ...
 //   ftcore --version | --help
 // Exit codes: 0 ok, 1 runtime failure, 2 usage or config error.
 #include <iostream>
@@ -26,6 +26,8 @@ const char* kUsage =
     "  run RECIPE        fine-tune as the recipe says\n"
     "  validate RECIPE   check a recipe; all errors as file:line:col (exit 2)\n"
     "  plugins           list components; `plugins describe NAME` shows parameters\n"
+    "  plugin verify X   conformance checks of a plugin library (.so or component name)\n"
+    "  plugin steps      run an optimizer plugin on tensors from a file (reference tests)\n"
     "  convert IN OUT    a GGUF model to an HF folder\n"
     "  data inspect R    the recipe's dataset as the trainer sees it (tokens, masks)\n"
     "  generate          text from a model: --model DIR (--prompt TEXT | --chat TEXT)\n"
@@ -77,13 +79,14 @@ int dispatch(std::vector<std::string> args) {
   if (command == "run") return ftcore::cli::run_command(rest);
   if (command == "validate") return ftcore::cli::validate_command(rest);
   if (command == "plugins") return ftcore::cli::plugins_command(rest);
+  if (command == "plugin") return ftcore::cli::plugin_command(rest);
   if (command == "convert") return ftcore::cli::convert_command(rest);
   if (command == "generate") return ftcore::cli::generate_command(rest);
   if (command == "merge") return ftcore::cli::merge_command(rest);
   if (command == "quantize") return ftcore::cli::quantize_command(rest);
   if (command == "data") return ftcore::cli::data_command(rest);
   if (command == "ab") return ftcore::cli::ab_command(rest);
-  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "convert", "data", "generate", "merge", "quantize", "ab"});
+  std::string hint = ftcore::closest_match(command, {"run", "validate", "plugins", "plugin", "convert", "data", "generate", "merge", "quantize", "ab"});
   throw boost::program_options::error("unknown command '" + command + "'" +
                                       (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
 }

@@ -17,8 +17,10 @@ std::string type_text(const sdk::Param& p) {
 
 std::string constraint_text(const sdk::Param& p) {
   if (p.type == sdk::ParamType::Enum) return "one of: " + join(p.choices, ", ");
-  if (p.range) return p.range->describe();
-  return "";
+  std::vector<std::string> parts;
+  if (p.range) parts.push_back(p.range->describe());
+  if (std::string length = p.describe_length(); !length.empty()) parts.push_back(length);
+  return join(parts, ", ");
 }
 
 std::string default_text(const sdk::Param& p) {
@@ -27,9 +29,10 @@ std::string default_text(const sdk::Param& p) {
   return sdk::format_param_value(p.default_value);
 }
 
-std::string exclusive_text(const sdk::ParamSpec& spec) {
+std::string key_rules_text(const sdk::ParamSpec& spec) {
   std::string out;
   for (const auto& set : spec.exclusive_sets()) out += "Mutually exclusive: " + join(set, ", ") + ".\n";
+  for (const auto& rule : spec.rules()) out += "Rule (" + join(rule.keys, ", ") + "): " + rule.doc + ".\n";
   return out;
 }
 
@@ -47,7 +50,7 @@ std::string markdown_table(const sdk::ParamSpec& spec) {
     out << "| `" << p.key << "` | " << type_text(p) << " | `" << markdown_cell(default_text(p)) << "` | "
         << markdown_cell(constraint_text(p)) << " | " << markdown_cell(p.doc) << " |\n";
   }
-  std::string ex = exclusive_text(spec);
+  std::string ex = key_rules_text(spec);
   if (!ex.empty()) out << "\n" << ex;
   return out.str();
 }
@@ -67,8 +70,9 @@ std::string describe_text(const std::string& heading, const std::string& summary
     if (!p.doc.empty()) out << "      " << p.doc << "\n";
   }
   if (spec.params().empty()) out << "  (no parameters)\n";
-  std::string ex = exclusive_text(spec);
-  if (!ex.empty()) out << "\n  " << ex;
+  std::istringstream rules(key_rules_text(spec));
+  bool first = true;
+  for (std::string line; std::getline(rules, line); first = false) out << (first ? "\n  " : "  ") << line << "\n";
   return out.str();
 }
 
@@ -79,6 +83,7 @@ nlohmann::json spec_json(const sdk::ParamSpec& spec) {
                         {"doc", p.doc},   {"default", default_text(p)}};
     if (p.type == sdk::ParamType::Enum) j["choices"] = p.choices;
     if (p.range) j["range"] = p.range->describe();
+    if (std::string length = p.describe_length(); !length.empty()) j["length"] = length;
     params.push_back(j);
   }
   return params;

@@ -1,5 +1,6 @@
 // `ftcore plugins [--kind K] [--json] [--markdown]` and
-// `ftcore plugins describe NAME`: what is on the plugin path.
+// `ftcore plugins describe NAME`: what is on the plugin path; and
+// find_component (find_component.h), the lookup by typed name.
 #include <iostream>
 
 #include <boost/program_options.hpp>
@@ -8,6 +9,7 @@
 #include "command_line.h"
 #include "commands.h"
 #include "ftcore/diagnostics.h"
+#include "find_component.h"
 #include "ftcore/plugin_loader.h"
 #include "param_table.h"
 
@@ -15,10 +17,7 @@ namespace po = boost::program_options;
 
 namespace ftcore::cli {
 
-namespace {
-
-// NAME is "kind/name" or a bare name that only one kind uses.
-const RegistryEntry* find_entry(const PluginRegistry& registry, const std::string& name, std::string* error) {
+const RegistryEntry* find_component(const PluginRegistry& registry, const std::string& name, std::string* error) {
   std::vector<const RegistryEntry*> matches;
   for (const RegistryEntry* e : registry.entries())
     if (e->key() == name || e->name == name) matches.push_back(e);
@@ -35,8 +34,6 @@ const RegistryEntry* find_entry(const PluginRegistry& registry, const std::strin
   }
   return nullptr;
 }
-
-}  // namespace
 
 int plugins_command(const std::vector<std::string>& args) {
   po::options_description visible(
@@ -64,7 +61,7 @@ int plugins_command(const std::vector<std::string>& args) {
     if (positional_args[0] != "describe" || positional_args.size() != 2)
       throw po::error("expected `ftcore plugins describe NAME`");
     std::string error;
-    const RegistryEntry* e = find_entry(registry, positional_args[1], &error);
+    const RegistryEntry* e = find_component(registry, positional_args[1], &error);
     if (!e) {
       std::cerr << "ftcore plugins describe: " << error << "\n";
       return kExitUsage;

@@ -1,8 +1,10 @@
-// One TOML table against one ParamSpec: types, ranges, choices, required
-// keys, unknown keys ("did you mean"), mutually exclusive keys.
+// One TOML table against one ParamSpec: types, ranges, choices, list
+// lengths, required keys, unknown keys ("did you mean"), mutually exclusive
+// keys, then the spec's rules across keys.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 
@@ -141,6 +143,17 @@ struct Checker {
     return ok ? std::optional(out) : std::nullopt;
   }
 
+  // A list's length against the spec's with_length().
+  template <typename T>
+  std::optional<sdk::ParamValue> sized(const sdk::Param& p, const toml::node& n, std::optional<std::vector<T>> v) {
+    if (!v) return std::nullopt;
+    if (v->size() < p.min_items || v->size() > p.max_items) {
+      error(n, p.key + " in " + label + " must hold " + p.describe_length() + ", got " + std::to_string(v->size()));
+      return std::nullopt;
+    }
+    return sdk::ParamValue(std::move(*v));
+  }
+
   std::optional<sdk::ParamValue> convert(const sdk::Param& p, const toml::node& n) {
     switch (p.type) {
       case sdk::ParamType::Bool:
@@ -172,23 +185,20 @@ struct Checker {
         }
         break;
       case sdk::ParamType::StringList: {
-        if (auto s = n.value_exact<std::string>()) return sdk::ParamValue(std::vector<std::string>{*s});
+        if (auto s = n.value_exact<std::string>()) return sized(p, n, std::optional(std::vector<std::string>{*s}));
         const toml::array* arr = n.as_array();
         if (!arr) break;
-        auto v = array_of<std::string>(p, *arr, [](const toml::node& i) { return i.value_exact<std::string>(); });
-        return v ? std::optional(sdk::ParamValue(*v)) : std::nullopt;
+        return sized(p, n, array_of<std::string>(p, *arr, [](const toml::node& i) { return i.value_exact<std::string>(); }));
       }
       case sdk::ParamType::IntList: {
         const toml::array* arr = n.as_array();
         if (!arr) break;
-        auto v = array_of<int64_t>(p, *arr, [](const toml::node& i) { return i.value_exact<int64_t>(); });
-        return v ? std::optional(sdk::ParamValue(*v)) : std::nullopt;
+        return sized(p, n, array_of<int64_t>(p, *arr, [](const toml::node& i) { return i.value_exact<int64_t>(); }));
       }
       case sdk::ParamType::FloatList: {
         const toml::array* arr = n.as_array();
         if (!arr) break;
-        auto v = array_of<double>(p, *arr, [&](const toml::node& i) { return number(i); });
-        return v ? std::optional(sdk::ParamValue(*v)) : std::nullopt;
+        return sized(p, n, array_of<double>(p, *arr, [&](const toml::node& i) { return number(i); }));
       }
       case sdk::ParamType::Pair: {
         const toml::array* arr = n.as_array();
@@ -218,6 +228,44 @@ std::vector<std::string> declared_keys(const sdk::ParamSpec& spec) {
   return keys;
 }
 
+// Where a rule (or exclusive set) over `keys` is reported: at the key the
+// user wrote last, since that is where the contradiction starts; nullopt
+// when the table sets none of them.
+std::optional<SourcePos> last_written(const toml::table& table, const std::vector<std::string>& keys,
+                                      std::vector<std::string>* given = nullptr) {
+  std::optional<SourcePos> last;
+  for (const auto& k : keys) {
+    auto it = table.find(k);
+    if (it == table.end()) continue;
+    if (given) given->push_back(k);
+    SourcePos at = source_of(it->first, it->second);
+    if (!last || (at.file == last->file && std::tie(at.line, at.column) > std::tie(last->line, last->column)))
+      last = at;
+  }
+  return last;
+}
+
+// The spec's rules across keys, on values that each passed on their own. A
+// rule that throws is a bug in the plugin, reported as a failed rule rather
+// than lost.
+void check_rules(const toml::table& table, const sdk::ParamSpec& spec, const std::string& label,
+                 const std::map<std::string, sdk::ParamValue>& values, std::vector<Diagnostic>& diagnostics) {
+  if (spec.rules().empty()) return;
+  // Options needs a shared spec; this one outlives the call (aliasing, not owning).
+  const sdk::Options options(std::shared_ptr<const sdk::ParamSpec>(std::shared_ptr<void>(), &spec), values);
+  for (const auto& rule : spec.rules()) {
+    std::string why;
+    try {
+      why = rule.check(options);
+    } catch (const std::exception& e) {
+      why = "the rule \"" + rule.doc + "\" failed: " + e.what();
+    }
+    if (why.empty()) continue;
+    const SourcePos at = last_written(table, rule.keys).value_or(source_of(table));
+    diagnostics.push_back({at, label + ": " + why});
+  }
+}
+
 }  // namespace
 
 std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, const sdk::ParamSpec& spec,
@@ -225,6 +273,7 @@ std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, 
                                                        const std::vector<std::string>& reserved,
                                                        std::vector<Diagnostic>& diagnostics) {
   Checker check{label, diagnostics};
+  const size_t errors_before = diagnostics.size();
   std::map<std::string, sdk::ParamValue> values;
   for (const auto& [key, node] : table) {
     const std::string k(key.str());
@@ -248,21 +297,14 @@ std::map<std::string, sdk::ParamValue> validate_table(const toml::table& table, 
                                                    (p.doc.empty() ? "" : " (" + without_final_period(p.doc) + ")")});
   }
   for (const auto& set : spec.exclusive_sets()) {
-    // Reported at the key written last: that is where the contradiction starts.
     std::vector<std::string> given;
-    std::optional<SourcePos> last;
-    for (const auto& k : set) {
-      auto it = table.find(k);
-      if (it == table.end()) continue;
-      given.push_back(k);
-      SourcePos at = source_of(it->first, it->second);
-      if (!last || (at.file == last->file && std::tie(at.line, at.column) > std::tie(last->line, last->column)))
-        last = at;
-    }
+    std::optional<SourcePos> last = last_written(table, set, &given);
     if (given.size() > 1)
       diagnostics.push_back({*last, join(given, " and ") + " in " + label +
                                         " contradict each other; set only one of them"});
   }
+  // Rules see typed values, so they run only on a table without other errors.
+  if (diagnostics.size() == errors_before) check_rules(table, spec, label, values, diagnostics);
   return values;
 }
 

@@ -5,12 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
-#include <stdexcept>
 
 #include <ATen/ATen.h>
 
-#include "ftcore/sdk/option_error.h"
 #include "ftcore/sdk/option_fields.h"
 
 #include "adafactor_kernel.h"
@@ -39,6 +36,23 @@ sdk::ParamSpec adafactor_param_spec() {
   s.add_bool("relative_step", true)
       .with_doc("Step size min(1e-2, 1/sqrt(step)) instead of lr (lr_scale and the schedule multiply it).");
   s.add_bool("warmup_init", false).with_doc("Relative step min(1e-6 * step, 1/sqrt(step)); needs relative_step.");
+  // Checked by `ftcore validate` at the recipe's line, and again by the factory.
+  s.rule({"lr", "relative_step"}, "lr only with relative_step = false, which then needs it",
+         [](const sdk::Options& o) -> std::string {
+           const bool has_lr = o.has_value("lr"), relative = o.get_bool("relative_step");
+           if (has_lr && relative)
+             return "lr = " + sdk::format_param_value(o.get_float("lr")) +
+                    " cannot be combined with relative_step = true, which sets the step size itself; set "
+                    "relative_step = false to train with a fixed lr";
+           if (!has_lr && !relative) return "relative_step = false needs an lr";
+           return "";
+         });
+  s.rule({"warmup_init", "relative_step"}, "warmup_init = true needs relative_step = true",
+         [](const sdk::Options& o) -> std::string {
+           if (o.get_bool("warmup_init") && !o.get_bool("relative_step"))
+             return "warmup_init = true needs relative_step = true (it warms up the relative step size)";
+           return "";
+         });
   return s;
 }
 
@@ -48,21 +62,8 @@ AdafactorOptions adafactor_options_from(const sdk::Options& options) {
                                       {"decay_rate", &O::decay_rate}, {"beta1", &O::beta1},
                                       {"weight_decay", &O::weight_decay}, {"scale_parameter", &O::scale_parameter},
                                       {"relative_step", &O::relative_step}, {"warmup_init", &O::warmup_init}});
+  sdk::require_rules(options);
   const bool has_lr = options.has_value("lr");
-  std::ostringstream message;
-  if (has_lr && o.relative_step) {
-    message << "lr = " << options.get_float("lr") << " cannot be combined with relative_step = true, which sets "
-            << "the step size itself; set relative_step = false to train with a fixed lr";
-    throw sdk::OptionError(message.str());
-  }
-  if (o.warmup_init && !o.relative_step) {
-    message << "warmup_init = true needs relative_step = true (it warms up the relative step size)";
-    throw sdk::OptionError(message.str());
-  }
-  if (!has_lr && !o.relative_step) {
-    message << "relative_step = false needs an lr";
-    throw sdk::OptionError(message.str());
-  }
   o.lr = has_lr ? options.get_float("lr") : 1.0;
   return o;
 }

@@ -6,7 +6,6 @@
 #include <string>
 
 #include <ATen/ATen.h>
-#include <ftcore/sdk/option_error.h>
 
 namespace sgd_nesterov {
 
@@ -21,22 +20,26 @@ sdk::ParamSpec sgd_nesterov_param_spec() {
       .with_doc("Dampening tau of the gradient added to the buffer; must be 0 with nesterov.");
   s.add_float("weight_decay", 0.0).at_least(0.0).with_doc("L2 penalty added to the gradient (groups may override).");
   s.add_bool("nesterov", true).with_doc("Nesterov momentum; false gives classical (heavy-ball) momentum.");
+  // Checked by `ftcore validate` with the recipe's line, and again by the factory.
+  s.rule({"nesterov", "momentum", "dampening"}, "nesterov = true needs momentum > 0 and dampening = 0",
+         [](const sdk::Options& o) -> std::string {
+           const double momentum = o.get_float("momentum"), dampening = o.get_float("dampening");
+           if (!o.get_bool("nesterov") || (momentum > 0.0 && dampening == 0.0)) return "";
+           return "nesterov = true needs momentum > 0 and dampening = 0, got momentum = " +
+                  sdk::format_param_value(momentum) + ", dampening = " + sdk::format_param_value(dampening) +
+                  "; set nesterov = false for damped classical momentum";
+         });
   return s;
 }
 
 SgdNesterovOptions sgd_nesterov_options_from(const sdk::Options& options) {
+  sdk::require_rules(options);
   SgdNesterovOptions o;
   o.lr = options.get_float("lr");
   o.set_momentum(options.get_float("momentum"))
       .set_dampening(options.get_float("dampening"))
       .set_weight_decay(options.get_float("weight_decay"))
       .set_nesterov(options.get_bool("nesterov"));
-  if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-    throw sdk::OptionError(
-        "nesterov = true needs momentum > 0 and dampening = 0, got momentum = " + sdk::format_param_value(o.momentum) +
-        ", dampening = " + sdk::format_param_value(o.dampening) +
-        "; set nesterov = false for damped classical momentum");
-  }
   return o;
 }
 

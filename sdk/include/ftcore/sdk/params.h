@@ -5,7 +5,9 @@
 // can tell a value the user set from a default.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -51,6 +53,10 @@ struct Param {
   std::optional<Range> range;
   std::vector<std::string> choices;    // Enum only
   std::string doc;
+  // How many items a StringList, IntList or FloatList holds (Adan's betas:
+  // exactly three); checked with the types and ranges, before any rule.
+  size_t min_items = 0;
+  size_t max_items = std::numeric_limits<size_t>::max();
 
   // Chainable setters, so a spec reads as one statement per parameter.
   Param& with_range(double min, double max, bool min_exclusive = false, bool max_exclusive = false);
@@ -58,6 +64,22 @@ struct Param {
   Param& above(double min) { return with_range(min, std::numeric_limits<double>::infinity(), true); }
   Param& make_required() { required = true; return *this; }
   Param& with_doc(std::string text) { doc = std::move(text); return *this; }
+  Param& with_length(size_t exactly) { return with_length(exactly, exactly); }
+  Param& with_length(size_t min, size_t max);
+  std::string describe_length() const;  // "exactly 3 items", "1 to 4 items", "" when any length goes
+};
+
+class Options;
+
+// A rule across keys ("nesterov needs momentum > 0"), checked once every key
+// is valid on its own: `check` returns why the values cannot go together, or
+// "" when they can. Recipe validation (`ftcore validate` as well as `run`)
+// reports a broken rule at the line of the last of `keys` the user wrote, so
+// it says what the plugin's factory would say, before anything loads.
+struct KeyRule {
+  std::vector<std::string> keys;
+  std::string doc;  // for describe and docs/recipes.md: "nesterov = true needs momentum > 0 and dampening = 0"
+  std::function<std::string(const Options&)> check;
 };
 
 // Keys of one component; at most one of each `exclusive` set may be given.
@@ -76,15 +98,19 @@ class ParamSpec {
 
   // Declares keys that contradict each other (e.g. warmup_steps and warmup_ratio).
   ParamSpec& exclusive(std::vector<std::string> keys);
+  // Declares a rule across keys (see KeyRule); every key must be declared.
+  ParamSpec& rule(std::vector<std::string> keys, std::string doc, std::function<std::string(const Options&)> check);
 
   const std::vector<Param>& params() const { return params_; }
   const std::vector<std::vector<std::string>>& exclusive_sets() const { return exclusive_; }
+  const std::vector<KeyRule>& rules() const { return rules_; }
   const Param* find(const std::string& key) const;
 
  private:
   Param& add(Param p);
   std::vector<Param> params_;
   std::vector<std::vector<std::string>> exclusive_;
+  std::vector<KeyRule> rules_;
 };
 
 // Thrown by Options accessors on a programming error (asking for an
@@ -123,5 +149,10 @@ class Options {
   std::shared_ptr<const ParamSpec> spec_;  // shared: Options may outlive the registry
   std::map<std::string, ParamValue> user_;
 };
+
+// Throws sdk::OptionError (option_error.h) with the first of the spec's
+// rules these options break: for factories, so options that never went
+// through recipe validation are refused with the same sentence.
+void require_rules(const Options& options);
 
 }  // namespace ftcore::sdk
