@@ -7,7 +7,15 @@
    un-permutes q/k its own way). Every weight must be bit-identical, the
    configs must agree, and the two tokenizers must give the same ids on a
    mixed corpus.
-2. When the default model's GGUF is present (setup fetched it), the same
+2. The same for a tiny model of every other architecture ftcore converts
+   (qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3), written with that
+   architecture's tensors and metadata: weights bit-identical, config fields
+   (and rope parameters) equal; the tokenizer is compared only where
+   transformers builds it from a byte-level BPE vocabulary (llama, qwen*: it
+   picks its converter by architecture, SentencePiece's for Gemma and Phi-3).
+3. Files ftcore must refuse (an architecture it does not convert, a Mixtral-
+   style llama with experts) exit non-zero naming the problem.
+4. When the default model's GGUF is present (setup fetched it), the first
    comparison runs on it; otherwise the script says it skipped that part.
 
 usage: convert_reference.py FTCORE_BINARY [DEFAULT_MODEL_GGUF]
@@ -46,28 +54,67 @@ def bytes_to_unicode():
     return dict(zip(bs, (chr(c) for c in cs)))
 
 
-def write_tiny_gguf(path):
-    rng = np.random.default_rng(3)
+def tokenizer_vocabulary():
     byte_tokens = list(bytes_to_unicode().values())
     merges = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ w", "r e", "a n"]
-    merged = [m.replace(" ", "") for m in merges]
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    tokens = special + byte_tokens + merged
+    tokens = special + byte_tokens + [m.replace(" ", "") for m in merges]
     types = [3] * len(special) + [1] * (len(tokens) - len(special))
-    vocab, hidden, heads, kv_heads, ffn, layers = len(tokens), 64, 4, 2, 128, 2
-    w = GGUFWriter(path, arch="llama")
+    return tokens, types, merges
+
+
+# The tiny model of each architecture: sizes, and which optional parts it has.
+# head_dim / expert sizes are chosen where transformers' GGUF loader leaves
+# them to the config class's defaults (Qwen3's head_dim 128, Qwen3-MoE's
+# moe_intermediate_size 768, Gemma's query_pre_attn_scalar 256).
+TINY = {
+    "llama": dict(heads=4, kv_heads=2, head_dim=16, pre="smollm", rope=10000.0),
+    "qwen2": dict(heads=4, kv_heads=2, head_dim=16, pre="qwen2", rope=1e6, qkv_bias=True, untied=True),
+    "qwen3": dict(heads=2, kv_heads=1, head_dim=128, pre="qwen2", rope=1e6, qk_norm=True, key_length=True),
+    "qwen3moe": dict(heads=2, kv_heads=1, head_dim=32, pre="qwen2", rope=1e6, qk_norm=True, key_length=True,
+                     experts=4, experts_used=2, expert_ffn=768, untied=True),
+    "gemma2": dict(heads=2, kv_heads=1, head_dim=256, pre="gpt2", rope=10000.0, gemma=True, key_length=True,
+                   softcapping=(50.0, 30.0), sliding_window=64),
+    "gemma3": dict(heads=2, kv_heads=1, head_dim=256, pre="gpt2", rope=1e6, gemma=True, key_length=True, qk_norm=True,
+                   sliding_window=64),
+    "phi3": dict(heads=4, kv_heads=2, head_dim=16, pre="gpt2", rope=10000.0, fused=True, untied=True),
+}
+
+
+def write_tiny_gguf(path, arch="llama", mixtral_experts=False):
+    spec = TINY[arch]
+    rng = np.random.default_rng(3)
+    tokens, types, merges = tokenizer_vocabulary()
+    vocab, hidden, ffn, layers = len(tokens), 64, 128, 2
+    heads, kv_heads, head_dim = spec["heads"], spec["kv_heads"], spec["head_dim"]
+    w = GGUFWriter(path, arch=arch)
     w.add_context_length(256)
     w.add_embedding_length(hidden)
     w.add_block_count(layers)
     w.add_feed_forward_length(ffn)
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_freq_base(10000.0)
-    w.add_rope_dimension_count(hidden // heads)
+    w.add_layer_norm_rms_eps(1e-6 if spec.get("gemma") else 1e-5)
+    w.add_rope_freq_base(spec["rope"])
+    w.add_rope_dimension_count(head_dim)
+    if spec.get("key_length"):
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    if spec.get("sliding_window"):
+        w.add_sliding_window(spec["sliding_window"])
+    if spec.get("softcapping"):
+        w.add_attn_logit_softcapping(spec["softcapping"][0])
+        w.add_final_logit_softcapping(spec["softcapping"][1])
+    if spec.get("experts"):
+        w.add_expert_count(spec["experts"])
+        w.add_expert_used_count(spec["experts_used"])
+        w.add_expert_feed_forward_length(spec["expert_ffn"])
+    if mixtral_experts:
+        w.add_expert_count(4)
+        w.add_expert_used_count(2)
     w.add_vocab_size(vocab)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("smollm")
+    w.add_tokenizer_pre(spec["pre"])
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
@@ -77,8 +124,8 @@ def write_tiny_gguf(path):
     w.add_pad_token_id(2)
     w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
 
-    def add(name, shape, qtype):
-        data = (rng.standard_normal(shape) * 0.2).astype(np.float32)
+    def add(name, shape, qtype, offset=0.0):
+        data = (rng.standard_normal(shape) * 0.2 + offset).astype(np.float32)
         if qtype == T.F32:
             w.add_tensor(name, data)
         elif qtype == T.F16:
@@ -87,56 +134,131 @@ def write_tiny_gguf(path):
             raw = quantize(data, qtype)
             w.add_tensor(name, raw, raw_shape=raw.shape, raw_dtype=qtype)
 
+    norm = 1.0 if spec.get("gemma") else 0.0  # Gemma's GGUF norms hold 1 + w: around 1
     add("token_embd.weight", (vocab, hidden), T.Q8_0)
-    kv = hidden // heads * kv_heads
+    q, kv = heads * head_dim, kv_heads * head_dim
     for i in range(layers):
-        add(f"blk.{i}.attn_norm.weight", (hidden,), T.F32)
-        add(f"blk.{i}.attn_q.weight", (hidden, hidden), T.Q4_0)
-        add(f"blk.{i}.attn_k.weight", (kv, hidden), T.Q4_1)
-        add(f"blk.{i}.attn_v.weight", (kv, hidden), T.Q8_0)
-        add(f"blk.{i}.attn_output.weight", (hidden, hidden), T.F16)
-        add(f"blk.{i}.ffn_norm.weight", (hidden,), T.F32)
-        add(f"blk.{i}.ffn_gate.weight", (ffn, hidden), T.Q4_1)
-        add(f"blk.{i}.ffn_up.weight", (ffn, hidden), T.Q4_0)
-        add(f"blk.{i}.ffn_down.weight", (hidden, ffn), T.Q8_0)
-    add("output_norm.weight", (hidden,), T.F32)
+        add(f"blk.{i}.attn_norm.weight", (hidden,), T.F32, norm)
+        if spec.get("fused"):
+            add(f"blk.{i}.attn_qkv.weight", (q + 2 * kv, hidden), T.Q8_0)
+        else:
+            add(f"blk.{i}.attn_q.weight", (q, hidden), T.Q4_0)
+            add(f"blk.{i}.attn_k.weight", (kv, hidden), T.Q4_1)
+            add(f"blk.{i}.attn_v.weight", (kv, hidden), T.Q8_0)
+        if spec.get("qkv_bias"):
+            add(f"blk.{i}.attn_q.bias", (q,), T.F32)
+            add(f"blk.{i}.attn_k.bias", (kv,), T.F32)
+            add(f"blk.{i}.attn_v.bias", (kv,), T.F32)
+        if spec.get("qk_norm"):
+            add(f"blk.{i}.attn_q_norm.weight", (head_dim,), T.F32, norm)
+            add(f"blk.{i}.attn_k_norm.weight", (head_dim,), T.F32, norm)
+        add(f"blk.{i}.attn_output.weight", (hidden, q), T.F16)
+        add(f"blk.{i}.ffn_norm.weight", (hidden,), T.F32, norm)
+        if spec.get("gemma"):
+            add(f"blk.{i}.post_attention_norm.weight", (hidden,), T.F32, norm)
+            add(f"blk.{i}.post_ffw_norm.weight", (hidden,), T.F32, norm)
+        if spec.get("experts"):
+            e, f = spec["experts"], spec["expert_ffn"]
+            add(f"blk.{i}.ffn_gate_inp.weight", (e, hidden), T.F32)
+            add(f"blk.{i}.ffn_gate_exps.weight", (e, f, hidden), T.Q8_0)
+            add(f"blk.{i}.ffn_up_exps.weight", (e, f, hidden), T.Q4_0)
+            add(f"blk.{i}.ffn_down_exps.weight", (e, hidden, f), T.Q8_0)
+        elif mixtral_experts:
+            add(f"blk.{i}.ffn_gate_inp.weight", (4, hidden), T.F32)
+            add(f"blk.{i}.ffn_gate_exps.weight", (4, ffn, hidden), T.Q8_0)
+            add(f"blk.{i}.ffn_up_exps.weight", (4, ffn, hidden), T.Q8_0)
+            add(f"blk.{i}.ffn_down_exps.weight", (4, hidden, ffn), T.Q8_0)
+        elif spec.get("fused"):
+            add(f"blk.{i}.ffn_up.weight", (2 * ffn, hidden), T.Q4_1)
+            add(f"blk.{i}.ffn_down.weight", (hidden, ffn), T.Q8_0)
+        else:
+            add(f"blk.{i}.ffn_gate.weight", (ffn, hidden), T.Q4_1)
+            add(f"blk.{i}.ffn_up.weight", (ffn, hidden), T.Q4_0)
+            add(f"blk.{i}.ffn_down.weight", (hidden, ffn), T.Q8_0)
+    add("output_norm.weight", (hidden,), T.F32, norm)
+    if spec.get("untied"):
+        add("output.weight", (vocab, hidden), T.Q8_0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
-def compare(ftcore, gguf_path, out_dir, label):
+COMMON_KEYS = ["model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+               "num_key_value_heads", "rms_norm_eps", "vocab_size", "tie_word_embeddings", "max_position_embeddings",
+               "head_dim", "rope_parameters"]
+EXTRA_KEYS = {
+    "qwen3moe": ["num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
+                 "mlp_only_layers"],
+    "gemma2": ["sliding_window", "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
+               "hidden_activation", "layer_types"],
+    "gemma3": ["sliding_window", "query_pre_attn_scalar", "hidden_activation", "layer_types"],
+    "phi3": ["partial_rotary_factor", "sliding_window"],
+}
+BPE_TOKENIZER_ARCHITECTURES = {"llama", "qwen2", "qwen3", "qwen3moe"}
+
+
+def compare(ftcore, gguf_path, out_dir, label, arch="llama"):
     subprocess.run([ftcore, "convert", gguf_path, out_dir], check=True)
     folder, name = os.path.dirname(gguf_path), os.path.basename(gguf_path)
     ref = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     ours = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32)
+    assert type(ref) is type(ours), f"{label}: transformers made {type(ref).__name__} from the GGUF, {type(ours).__name__} from ours"
     ref_sd, our_sd = ref.state_dict(), ours.state_dict()
     assert set(ref_sd) == set(our_sd), f"{label}: parameter names differ: {set(ref_sd) ^ set(our_sd)}"
     bad = [k for k in ref_sd if not torch.equal(ref_sd[k], our_sd[k])]
     assert not bad, f"{label}: {len(bad)} tensors differ from transformers' GGUF loading, e.g. {bad[:3]}"
     ref_cfg = AutoConfig.from_pretrained(folder, gguf_file=name)
     our_cfg = AutoConfig.from_pretrained(out_dir)
-    for key in ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                "num_key_value_heads", "rms_norm_eps", "vocab_size", "tie_word_embeddings", "max_position_embeddings"]:
-        assert getattr(ref_cfg, key) == getattr(our_cfg, key), f"{label}: config {key}: {getattr(ref_cfg, key)} vs {getattr(our_cfg, key)}"
-    assert abs(ref_cfg.rope_parameters["rope_theta"] - our_cfg.rope_parameters["rope_theta"]) < 1e-6 * ref_cfg.rope_parameters["rope_theta"]
-    ref_tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    our_tok = AutoTokenizer.from_pretrained(out_dir)
-    for text in CORPUS:
-        a, b = our_tok(text).input_ids, ref_tok(text).input_ids
-        assert a == b, f"{label}: token ids differ on {text!r}: {a} vs {b}"
-        assert our_tok.decode(a) == text, f"{label}: decode does not round-trip {text!r}"
-    print(f"{label}: {len(our_sd)} tensors bit-identical to transformers' GGUF loading; config and "
-          f"tokenizer ({len(CORPUS)} texts) agree")
+    keys = COMMON_KEYS + EXTRA_KEYS.get(arch, [])
+    for key in keys:
+        assert getattr(ref_cfg, key, None) == getattr(our_cfg, key, None), \
+            f"{label}: config {key}: {getattr(ref_cfg, key, None)} vs {getattr(our_cfg, key, None)}"
+    checked = f"{len(keys)} config fields"
+    if arch in BPE_TOKENIZER_ARCHITECTURES:
+        ref_tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        our_tok = AutoTokenizer.from_pretrained(out_dir)
+        for text in CORPUS:
+            a, b = our_tok(text).input_ids, ref_tok(text).input_ids
+            assert a == b, f"{label}: token ids differ on {text!r}: {a} vs {b}"
+            assert our_tok.decode(a) == text, f"{label}: decode does not round-trip {text!r}"
+        checked += f" and the tokenizer ({len(CORPUS)} texts)"
+    print(f"{label}: {type(ours).__name__}, {len(our_sd)} tensors bit-identical to transformers' GGUF loading; "
+          f"{checked} agree")
+
+
+def expect_refused(ftcore, gguf_path, out_dir, label, needle):
+    r = subprocess.run([ftcore, "convert", gguf_path, out_dir], capture_output=True, text=True)
+    assert r.returncode != 0, f"{label}: ftcore convert accepted it"
+    assert needle in r.stderr, f"{label}: the error does not say {needle!r}: {r.stderr}"
+    assert not os.path.exists(out_dir), f"{label}: a refused conversion left {out_dir}"
+    print(f"{label}: refused ({r.stderr.strip().splitlines()[-1]})")
+
+
+def write_olmo2(path):
+    w = GGUFWriter(path, arch="olmo2")
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def main():
     ftcore = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        tiny = os.path.join(tmp, "tiny.gguf")
-        write_tiny_gguf(tiny)
-        compare(ftcore, tiny, os.path.join(tmp, "tiny-hf"), "tiny llama")
+        for arch in TINY:
+            tiny = os.path.join(tmp, f"tiny-{arch}.gguf")
+            write_tiny_gguf(tiny, arch)
+            compare(ftcore, tiny, os.path.join(tmp, f"tiny-{arch}-hf"), f"tiny {arch}", arch)
+        mixtral = os.path.join(tmp, "mixtral.gguf")
+        write_tiny_gguf(mixtral, "llama", mixtral_experts=True)
+        expect_refused(ftcore, mixtral, os.path.join(tmp, "mixtral-hf"), "llama with experts", "mixture-of-experts")
+        olmo2 = os.path.join(tmp, "olmo2.gguf")
+        write_olmo2(olmo2)
+        expect_refused(ftcore, olmo2, os.path.join(tmp, "olmo2-hf"), "olmo2",
+                       "architecture 'olmo2' is not supported by ftcore convert (llama, qwen2, qwen3")
         default = sys.argv[2] if len(sys.argv) > 2 else ""
         if default and os.path.exists(default):
             compare(ftcore, default, os.path.join(tmp, "default-hf"), "default model")

@@ -17,7 +17,8 @@ Trains small BPE tokenizers at test time, one per family ftcore supports:
 and writes, for each (and for the default model's tokenizer when its folder
 is given), what HF gives on every sample: ids without and with special
 tokens, decode with and without skipping special tokens, and the decoding of
-random id sequences. Chat renders come from apply_chat_template.
+random id sequences. Chat renders come from apply_chat_template (those of
+Qwen3, SmolLM3, Gemma and Phi from chat_template_reference.py).
 
 usage: tokenizer_reference.py OUT_DIR [--default-model DIR]
 """
@@ -28,6 +29,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_tokenizer_corpus import build_corpus  # noqa: E402
+from chat_template_reference import chat_family_cases  # noqa: E402
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers  # noqa: E402
 from tokenizers import processors, trainers  # noqa: E402
@@ -265,6 +267,8 @@ def main():
         manifest["tokenizers"].append(name)
     with open(os.path.join(out_dir, "chat.json"), "w", encoding="utf-8") as f:
         json.dump(chat_cases(out_dir, folders), f, ensure_ascii=False)
+    with open(os.path.join(out_dir, "chat_families.json"), "w", encoding="utf-8") as f:
+        json.dump(chat_family_cases(out_dir, training), f, ensure_ascii=False)
     with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, ensure_ascii=False)
     print(json.dumps(manifest["corpus"]))

@@ -31,9 +31,10 @@ struct DataConfig {
   std::string dataset_prepared_path;  // "" = no cache
   bool skip_bad_rows = false;
   std::string chat_template;       // name or text; "" = the tokenizer's
+  bool enable_thinking = true;     // the chat template's thinking mode (qwen3, smollm3)
   uint64_t seed = 42;
 
-  // From the recipe's [data] options (+ [model].chat_template, [train].seed).
+  // From the recipe's [data] options (+ [model].chat_template and enable_thinking, [train].seed).
   static DataConfig from_options(const sdk::Options& data, const sdk::Options& model, const sdk::Options& train);
 };
 

@@ -1,11 +1,14 @@
-// `ftcore convert IN.gguf OUT_DIR`: a GGUF Llama-family model to an HF folder
-// (model.safetensors, config.json, generation_config.json, tokenizer.json,
-// tokenizer_config.json) that transformers and ftcore load.
+// `ftcore convert IN.gguf OUT_DIR`: a GGUF model to an HF folder
+// (model.safetensors, config.json naming the HF class, generation_config.json,
+// tokenizer.json, tokenizer_config.json) that transformers loads.
 //
-// Weights are dequantized to the chosen dtype, renamed to HF module paths,
-// and attn_q/attn_k are un-permuted: llama.cpp's converter interleaves the
-// rotary halves of each head (HF's rotate_half layout -> GGML's pairwise
-// layout); we undo it so q_proj/k_proj are HF's again.
+// Architectures: llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3 (those
+// transformers can load from GGUF as well); others are refused with the list.
+// Weights are dequantized to the chosen dtype and renamed to HF module paths;
+// what llama.cpp's converter changed is undone: llama's attn_q/attn_k rotary
+// halves interleaved per head (GGML's pairwise layout -> HF's rotate_half),
+// Gemma's norm weights stored as 1 + w, qwen3moe's experts stacked in one
+// tensor per projection (split back into the per-expert Linear weights).
 #pragma once
 
 #include <filesystem>

@@ -52,8 +52,9 @@ class Tokenizer {
   virtual const std::string& chat_template() const = 0;
 };
 
-// Chat templates: the common ones recognised by name ("chatml", "llama-2",
-// "llama-3") or by their Jinja text; anything else is a TokenizerError that
+// Chat templates: the common ones recognised by name (chatml, llama-2,
+// llama-3, qwen3, smollm3, gemma-2, gemma-3, phi-3, phi-3.5, phi-4,
+// phi-4-mini) or by their Jinja text; anything else is a TokenizerError that
 // names the template. Rendering yields segments so the data pipeline can mask
 // everything but assistant replies.
 struct ChatMessage {
@@ -66,17 +67,28 @@ struct ChatSegment {
   bool trainable = false;  // assistant content (and its end-of-turn marker)
 };
 
+// The variables some templates read besides the messages.
+struct ChatOptions {
+  // Qwen3's and SmolLM3's enable_thinking: false writes the empty
+  // <think></think> block those models answer with when not reasoning.
+  bool enable_thinking = true;
+  // SmolLM3's "Today Date" line; empty: the local date now, as its template's
+  // strftime_now("%d %B %Y") writes it.
+  std::string today;
+};
+
 class ChatTemplate {
  public:
-  static ChatTemplate from_name(const std::string& name);
+  static ChatTemplate from_name(const std::string& name, const ChatOptions& options = {});
   // Recognises a known template from its text (e.g. the one in tokenizer_config.json).
-  static ChatTemplate from_text(const std::string& jinja_text);
+  static ChatTemplate from_text(const std::string& jinja_text, const ChatOptions& options = {});
   const std::string& name() const { return name_; }
   std::vector<ChatSegment> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                   const Tokenizer& tokenizer) const;
 
  private:
   std::string name_;
+  ChatOptions options_;
   // chatml: the system turn the template inserts when the conversation has
   // none (SmolLM2's, Qwen2's); empty when it inserts none.
   std::string default_system_;

@@ -34,6 +34,7 @@ DataConfig DataConfig::from_options(const sdk::Options& data, const sdk::Options
   if (data.has_value("dataset_prepared_path")) c.dataset_prepared_path = data.get_string("dataset_prepared_path");
   c.skip_bad_rows = data.get_bool("skip_bad_rows");
   if (model.has_value("chat_template")) c.chat_template = model.get_string("chat_template");
+  c.enable_thinking = model.get_bool("enable_thinking");
   c.seed = static_cast<uint64_t>(train.get_int("seed"));
   return c;
 }
@@ -46,7 +47,7 @@ std::string cache_key(const DataConfig& c, const fs::path& tokenizer_file) {
   h.update("ftcore-data-v1\n");
   h.update(sha256_file(c.path));
   h.update(tokenizer_file.empty() ? std::string("no-tokenizer-file") : sha256_file(tokenizer_file));
-  for (const std::string& part : {c.format, c.field, c.prompt_template, c.chat_template,
+  for (const std::string& part : {c.format, c.field, c.prompt_template, c.chat_template, std::to_string(c.enable_thinking),
                                   std::to_string(c.train_on_inputs), std::to_string(c.sequence_len),
                                   std::to_string(c.val_set_size), std::to_string(c.seed)})
     h.update(part).update("\x1f", 1);
@@ -108,10 +109,12 @@ PreparedData prepare_data(const DataConfig& config, const Tokenizer& tokenizer, 
   if (config.format == "chat") {
     const std::string& chosen = config.chat_template.empty() ? tokenizer.chat_template() : config.chat_template;
     if (chosen.empty()) throw DataError(config.path.string() + ": the chat format needs a chat template; the tokenizer has none, set [model] chat_template");
+    ChatOptions options;
+    options.enable_thinking = config.enable_thinking;
     try {
-      chat = ChatTemplate::from_name(chosen);
+      chat = ChatTemplate::from_name(chosen, options);
     } catch (const TokenizerError&) {
-      chat = ChatTemplate::from_text(chosen);
+      chat = ChatTemplate::from_text(chosen, options);
     }
   }
   std::vector<Example> examples;

@@ -13,7 +13,12 @@ sdk::ParamSpec model_spec() {
   s.add_enum("dtype", {"auto", "bf16", "fp16", "fp32"}, "auto")
       .with_doc("Weights dtype; auto keeps the checkpoint's torch_dtype.");
   s.add_string("tokenizer_path", std::nullopt).with_doc("Tokenizer folder when not the model folder, relative to the recipe.");
-  s.add_string("chat_template", std::nullopt).with_doc("Chat template name (chatml, llama-2, llama-3) or text.");
+  s.add_string("chat_template", std::nullopt)
+      .with_doc("Chat template name (chatml, llama-2, llama-3, qwen3, smollm3, gemma-2, gemma-3, phi-3, phi-3.5, phi-4, "
+                "phi-4-mini) or text.");
+  s.add_bool("enable_thinking", true)
+      .with_doc("Thinking mode of the qwen3 and smollm3 chat templates (their enable_thinking); smollm3's system "
+                "message flags /think and /no_think override it.");
   s.add_enum("device", {"auto", "cpu", "cuda"}, "auto").with_doc("Where to train; auto picks CUDA when present.");
   return s;
 }

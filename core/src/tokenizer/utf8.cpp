@@ -101,14 +101,17 @@ bool is_word_char(char32_t cp) {
   return word.matches_at(one, 0);
 }
 
-std::string python_strip(std::string_view s) {
+namespace {
+
+// The [begin, end) of `s` without Python whitespace on the chosen sides.
+std::string python_strip_sides(std::string_view s, bool left, bool right) {
   size_t begin = 0, end = s.size();
-  while (begin < end) {
+  while (left && begin < end) {
     size_t next = begin;
     if (!is_python_whitespace(next_code_point(s, next))) break;
     begin = next;
   }
-  while (end > begin) {
+  while (right && end > begin) {
     size_t start = end - 1;
     while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
     size_t probe = start;
@@ -117,5 +120,10 @@ std::string python_strip(std::string_view s) {
   }
   return std::string(s.substr(begin, end - begin));
 }
+
+}  // namespace
+
+std::string python_strip(std::string_view s) { return python_strip_sides(s, true, true); }
+std::string python_rstrip(std::string_view s) { return python_strip_sides(s, false, true); }
 
 }  // namespace ftcore::tokenizer

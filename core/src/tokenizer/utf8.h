@@ -63,7 +63,8 @@ bool is_python_whitespace(char32_t cp);
 // Rust regex `\w`: Alphabetic, marks, decimal digits, connector punctuation, Join_Control.
 bool is_word_char(char32_t cp);
 
-// Python's str.strip() on UTF-8 text.
+// Python's str.strip() and str.rstrip() on UTF-8 text.
 std::string python_strip(std::string_view s);
+std::string python_rstrip(std::string_view s);
 
 }  // namespace ftcore::tokenizer
