@@ -92,6 +92,7 @@ struct StepResult {
   int64_t tokens = 0;  // of the global batch
   bool signal_seen = false;  // SIGINT/SIGTERM on any rank
   double batch_hash = 0.0;   // of this rank's token ids (trainer_step.cpp)
+  double router_aux_loss = 0.0;  // MoE with output_router_logits: this rank's mean load-balancing loss
 };
 
 class Trainer {
@@ -109,7 +110,8 @@ class Trainer {
   bool stop_reason(const StepResult& step, bool early_stop, TrainingOutcome& outcome);
   // This rank's micro-batches of the current step, split auto_micro_batch times.
   std::vector<TrainBatch> collate_step(const StepSlice& slice) const;
-  double run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets);
+  // Returns the summed loss; `aux_seen` gets the mean router aux loss of the micro-batches (MoE, else 0).
+  double run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets, double* aux_seen);
   void all_reduce_counts(int64_t& targets, int64_t& tokens);
   double clip_gradients();
   void log_train(double grad_norm);
@@ -132,6 +134,7 @@ class Trainer {
   double window_start_time_ = 0.0;
   double window_communication_seconds_ = 0.0;
   double last_batch_hash_ = 0.0;
+  double last_router_aux_loss_ = 0.0;
   std::optional<double> optimizer_state_bytes_;  // measured after the first step
   std::vector<std::pair<std::string, double>> first_eval_, last_eval_;
 };
