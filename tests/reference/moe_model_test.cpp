@@ -5,15 +5,17 @@
 // loading ftcore's adapter, greedy generation with the KV cache; both
 // checkpoint layouts (per-expert and fused); loading errors.
 // Shapes: B rows, T tokens, V vocabulary, N = B x T, K experts per token.
+#include <fstream>
+
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
 #include "ftcore/model.h"
 #include "ftcore/model_generation.h"
 #include "ftcore/model_moe.h"
-#include "ftcore/registry.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
+#include "ftcore/sdk/adapter.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -187,7 +189,7 @@ TEST(MoeModel, FusedAndPerExpertLayoutsLoadAlike) {
     EXPECT_EQ(a[i].name, b[i].name);
     EXPECT_TRUE(at::equal(a[i].tensor, b[i].tensor)) << a[i].name;
   }
-  EXPECT_EQ(a[5].name, "model.layers.0.mlp.experts.gate_up_proj");
+  EXPECT_EQ(a[6].name, "model.layers.0.mlp.experts.gate_up_proj");  // after embed_tokens, q/k/v/o, mlp.gate
 }
 
 // Incomplete expert sets and unsupported router options are refused by name.

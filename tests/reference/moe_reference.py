@@ -129,6 +129,7 @@ def write_fused(name, out):
     model = make_model(name)
     folder = os.path.join(out, "fused_model")
     os.makedirs(folder, exist_ok=True)
+    model.config.architectures = [type(model).__name__]  # what save_pretrained would record
     model.config.save_pretrained(folder)
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(folder, "model.safetensors"))
 

@@ -36,6 +36,7 @@ Experts::Experts(int64_t num_experts, int64_t hidden_size, int64_t expert_width,
 
 at::Tensor Experts::forward(const at::Tensor& x, const Routing& routing) const {
   const int64_t num = num_experts(), k = routing.experts.size(1), width = down_proj.size(2);
+  if (x.size(0) == 0) return at::zeros_like(x);
   const at::Tensor flat = routing.experts.reshape(-1);                 // [P] the expert of each pair
   const at::Tensor order = at::argsort(flat, /*stable=*/true);         // pairs grouped by expert
   const at::Tensor token = at::floor_divide(order, k);                 // [P] the token of each sorted pair
