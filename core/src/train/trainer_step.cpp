@@ -122,12 +122,12 @@ double Trainer::run_micro_batches(const std::vector<TrainBatch>& batches, int64_
       AutocastScope autocast(s_.precision, s_.base.model->device());
       loss = summed_next_token_loss(*s_.base.model, batches[i], &aux);
     }
-    at::Tensor objective = loss / normaliser;
+    at::Tensor objective = loss * (scaler_.scale() / normaliser);
     if (aux.defined()) {
-      objective = objective + aux * (s_.base.model->config().router_aux_loss_coef / aux_batches);
+      objective = objective + aux * (s_.base.model->config().router_aux_loss_coef / aux_batches * scaler_.scale());
       aux_sum += aux.item<double>();
     }
-    (objective * scaler_.scale()).backward();
+    objective.backward();
     loss_sum += loss.item<double>();
   }
   if (aux_seen) *aux_seen = aux_sum / static_cast<double>(std::max<size_t>(batches.size(), 1));
