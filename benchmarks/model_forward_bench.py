@@ -61,6 +61,23 @@ def run_json(cmd, env):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def add_side_by_side_arguments(p, dtype, seq):
+    """The options every side-by-side benchmark shares (also moe_bench.py)."""
+    p.add_argument("--dtype", default=dtype)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--seq", type=int, default=seq)
+    p.add_argument("--iters", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=int(os.environ.get("FTCORE_NUM_THREADS", os.cpu_count())))
+
+
+def side_env(threads):
+    """Both sides' environment: the thread count, and passive OpenMP waits unless the caller chose."""
+    env = dict(os.environ, FTCORE_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--hf-worker":
         m, d, b, t, n = sys.argv[2:7]
@@ -68,15 +85,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build_dir")
     p.add_argument("model_dir", nargs="?", default=DEFAULT_MODEL)
-    p.add_argument("--dtype", default="bf16")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--iters", type=int, default=3)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--threads", type=int, default=int(os.environ.get("FTCORE_NUM_THREADS", os.cpu_count())))
+    add_side_by_side_arguments(p, dtype="bf16", seq=256)
     a = p.parse_args()
-    env = dict(os.environ, FTCORE_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads))
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    env = side_env(a.threads)
     driver = os.path.join(a.build_dir, "bin", "model_forward_driver")
     shape = [str(a.batch), str(a.seq), str(a.iters)]
     results = {"ftcore": [], "transformers": []}

@@ -57,6 +57,8 @@ struct ForwardInput {
   // (padding skipped), counted on from what the cache holds.
   at::Tensor position_ids;
   KVCache* cache = nullptr;    // generation: earlier keys/values, appended to (inference only)
+  // MoE models: receives each sparse layer's router logits [B*T, E] (model_moe.h).
+  std::vector<at::Tensor>* router_logits = nullptr;
   int64_t logits_to_keep = 0;  // 0: logits for all T positions; n: for the last n
 };
 

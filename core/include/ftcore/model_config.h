@@ -1,5 +1,6 @@
 // What an HF model folder says about a Llama-family decoder: config.json
-// (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM; `torch_dtype` or
+// (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, MixtralForCausalLM,
+// Qwen3MoeForCausalLM; `torch_dtype` or
 // `dtype`; RoPE from `rope_scaling` or `rope_parameters`) and
 // generation_config.json. Parsing is strict: an unknown architecture, RoPE
 // type or activation, or a missing required key, is a ModelError that names
@@ -56,6 +57,20 @@ struct ModelConfig {
   std::optional<c10::ScalarType> dtype;  // the checkpoint's torch_dtype / dtype
   std::optional<int64_t> bos_token_id, pad_token_id;
   std::vector<int64_t> eos_token_ids;
+
+  // Mixture of experts (MixtralForCausalLM, Qwen3MoeForCausalLM; model_moe.h).
+  // A sparse layer's MLP is a router over `num_experts` SwiGLU experts of
+  // width `moe_intermediate_size`, each token using the top
+  // `num_experts_per_tok`; the other layers keep the dense MLP of
+  // `intermediate_size`. num_experts == 0: a dense model.
+  int64_t num_experts = 0;                // E (num_local_experts / num_experts)
+  int64_t num_experts_per_tok = 0;        // K
+  int64_t moe_intermediate_size = 0;      // each expert's SwiGLU width
+  bool norm_topk_prob = true;             // renormalise the K chosen probabilities (Mixtral always)
+  double router_aux_loss_coef = 0.0;      // weight of the load-balancing loss in training
+  bool output_router_logits = false;      // config.json's switch for adding it (transformers' default off)
+  std::vector<bool> sparse_layers;        // per layer: MoE block (true) or dense MLP
+  bool is_moe() const { return num_experts > 0; }
 };
 
 // `origin` names the text in errors (usually the file path).

@@ -17,6 +17,7 @@
 
 #include "ftcore/model_cache.h"
 #include "ftcore/model_config.h"
+#include "ftcore/model_moe.h"
 #include "ftcore/sdk/model_view.h"
 
 namespace ftcore::model {
@@ -86,6 +87,7 @@ struct AttentionMask {
 struct AttentionInputs {
   at::Tensor cos, sin;                    // [B, T, D]
   std::map<int64_t, AttentionMask> masks;  // by sliding window (0 = full attention)
+  RouterLogits* router_logits = nullptr;   // MoE layers append their router logits here when set
   const AttentionMask& mask_for(int64_t window) const { return masks.at(window); }
 };
 
@@ -125,7 +127,9 @@ class DecoderLayer : public torch::nn::Module {
   DecoderLayer(const ModelConfig& config, int64_t layer_index, const c10::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache);
   std::shared_ptr<Attention> self_attn;
+  // Registered as "mlp" either way: the dense SwiGLU, or (config.sparse_layers) the MoE block.
   std::shared_ptr<Mlp> mlp;
+  std::shared_ptr<SparseMoeBlock> moe;
   std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
 };
 

@@ -16,7 +16,15 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"};
+const std::vector<std::string> kArchitectures = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                                 "MixtralForCausalLM"};
+
+std::string model_type_of(const std::string& architecture) {
+  if (architecture == "LlamaForCausalLM") return "llama";
+  if (architecture == "MistralForCausalLM") return "mistral";
+  if (architecture == "MixtralForCausalLM") return "mixtral";
+  return "qwen2";
+}
 
 [[noreturn]] void fail(const std::string& origin, const std::string& message) {
   throw ModelError(origin + ": " + message);
@@ -138,7 +146,7 @@ RopeConfig parse_rope(const json& j, const ModelConfig& c, const std::string& or
 // use_sliding_window, on the layers layer_types (or max_window_layers) names.
 std::vector<int64_t> parse_windows(const json& j, const ModelConfig& c, const std::string& origin) {
   std::vector<int64_t> windows(c.num_layers, 0);
-  if (c.model_type == "mistral") {
+  if (c.model_type == "mistral" || c.model_type == "mixtral") {
     int64_t w = get_int(j, "sliding_window", 0, origin);
     for (auto& x : windows) x = w;
   } else if (c.model_type == "qwen2" && get_bool(j, "use_sliding_window", false, origin)) {
@@ -160,6 +168,26 @@ std::vector<int64_t> parse_windows(const json& j, const ModelConfig& c, const st
   for (int64_t w : windows)
     if (w < 0) fail(origin, "'sliding_window' must be positive, got " + std::to_string(w));
   return windows;
+}
+
+// MixtralConfig's experts: num_local_experts of intermediate_size each, top
+// num_experts_per_tok, renormalised, in every layer.
+void parse_moe(const json& j, ModelConfig& c, const std::string& origin) {
+  c.num_experts = get_int(j, "num_local_experts", 8, origin);
+  c.num_experts_per_tok = get_int(j, "num_experts_per_tok", 2, origin);
+  c.moe_intermediate_size = c.intermediate_size;
+  c.norm_topk_prob = true;
+  c.router_aux_loss_coef = get_number(j, "router_aux_loss_coef", 0.001, origin);
+  c.output_router_logits = get_bool(j, "output_router_logits", false, origin);
+  c.sparse_layers.assign(c.num_layers, true);
+  if (c.num_experts <= 0) fail(origin, "'num_local_experts' must be positive, got " + std::to_string(c.num_experts));
+  if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
+    fail(origin, "'num_experts_per_tok' must be in 1.." + std::to_string(c.num_experts) + ", got " +
+                     std::to_string(c.num_experts_per_tok));
+  // Jitter multiplies the router's input by uniform noise in training; not built.
+  const double jitter = get_number(j, "router_jitter_noise", 0.0, origin);
+  if (jitter != 0.0)
+    fail(origin, "'router_jitter_noise' " + std::to_string(jitter) + " is not supported (supported: 0)");
 }
 
 }  // namespace
@@ -191,7 +219,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.architecture = arch[0].get<std::string>();
   if (std::find(kArchitectures.begin(), kArchitectures.end(), c.architecture) == kArchitectures.end())
     fail(origin, "unsupported architecture '" + c.architecture + "' (supported: " + join(kArchitectures) + ")");
-  c.model_type = c.architecture == "LlamaForCausalLM" ? "llama" : c.architecture == "MistralForCausalLM" ? "mistral" : "qwen2";
+  c.model_type = model_type_of(c.architecture);
   std::string declared_type = get_string(j, "model_type", c.model_type, origin);
   if (declared_type != c.model_type)
     fail(origin, "model_type '" + declared_type + "' does not match architecture '" + c.architecture + "'");
@@ -216,7 +244,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     fail(origin, "'head_dim' must be positive and even, got " + std::to_string(c.head_dim));
   if (!has(j, "head_dim") && c.hidden_size % c.num_heads != 0)
     fail(origin, "hidden_size must be a multiple of num_attention_heads when head_dim is not given");
-  const int64_t default_max_positions = c.model_type == "llama" ? 2048 : c.model_type == "mistral" ? 4096 * 32 : 32768;
+  const int64_t default_max_positions =
+      c.model_type == "llama" ? 2048 : c.model_type == "mistral" || c.model_type == "mixtral" ? 4096 * 32 : 32768;
   c.max_position_embeddings = get_int(j, "max_position_embeddings", default_max_positions, origin);
   c.rms_norm_eps = get_number(j, "rms_norm_eps", 1e-6, origin);
   std::string act = get_string(j, "hidden_act", "silu", origin);
@@ -230,6 +259,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     c.qkv_bias = true;  // Qwen2Attention: q/k/v always carry a bias, o_proj never
   }
   c.layer_windows = parse_windows(j, c, origin);
+  if (c.model_type == "mixtral") parse_moe(j, c, origin);
   // transformers 5 writes `dtype`, 4.x `torch_dtype`.
   std::string dtype = get_string(j, "dtype", get_string(j, "torch_dtype", "", origin), origin);
   if (!dtype.empty() && dtype != "auto") {

@@ -115,7 +115,10 @@ at::Tensor Mlp::forward(const at::Tensor& x) {
 
 DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer_index, const c10::TensorOptions& options) {
   self_attn = register_module("self_attn", std::make_shared<Attention>(c, layer_index, options));
-  mlp = register_module("mlp", std::make_shared<Mlp>(c, options));
+  if (!c.sparse_layers.empty() && c.sparse_layers.at(layer_index))
+    moe = register_module("mlp", std::make_shared<SparseMoeBlock>(c, options));
+  else
+    mlp = register_module("mlp", std::make_shared<Mlp>(c, options));
   input_layernorm = register_module("input_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps, options));
   post_attention_layernorm =
       register_module("post_attention_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps, options));
@@ -123,7 +126,8 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer_index, const c10:
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache) {
   at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), inputs, cache);
-  return h + mlp->forward(post_attention_layernorm->forward(h));
+  const at::Tensor n = post_attention_layernorm->forward(h);
+  return h + (moe ? moe->forward(n, inputs.router_logits) : mlp->forward(n));
 }
 
 DecoderStack::DecoderStack(const ModelConfig& c, const c10::TensorOptions& options) {

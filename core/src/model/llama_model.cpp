@@ -46,11 +46,12 @@ SlotRef find_slot(model::CausalLM& net, const std::string& path) {
   model::DecoderLayer& layer = *net.model->layers[index];
   const std::string rest = path.substr(dot + 1);
   model::Attention& a = *layer.self_attn;
-  model::Mlp& m = *layer.mlp;
   if (rest == "self_attn.q_proj") return {&a, "q_proj", &a.q_proj};
   if (rest == "self_attn.k_proj") return {&a, "k_proj", &a.k_proj};
   if (rest == "self_attn.v_proj") return {&a, "v_proj", &a.v_proj};
   if (rest == "self_attn.o_proj") return {&a, "o_proj", &a.o_proj};
+  if (!layer.mlp) throw bad();  // a sparse MoE layer: its router and experts are not Linear slots
+  model::Mlp& m = *layer.mlp;
   if (rest == "mlp.gate_proj") return {&m, "gate_proj", &m.gate_proj};
   if (rest == "mlp.up_proj") return {&m, "up_proj", &m.up_proj};
   if (rest == "mlp.down_proj") return {&m, "down_proj", &m.down_proj};
@@ -85,6 +86,9 @@ Model::Model(ModelConfig config, const c10::TensorOptions& options) : config_(st
   if (config_.layer_windows.empty()) config_.layer_windows.assign(config_.num_layers, 0);
   if (static_cast<int64_t>(config_.layer_windows.size()) != config_.num_layers)
     throw ModelError("layer_windows lists " + std::to_string(config_.layer_windows.size()) + " layers, the model has " +
+                     std::to_string(config_.num_layers));
+  if (!config_.sparse_layers.empty() && static_cast<int64_t>(config_.sparse_layers.size()) != config_.num_layers)
+    throw ModelError("sparse_layers lists " + std::to_string(config_.sparse_layers.size()) + " layers, the model has " +
                      std::to_string(config_.num_layers));
   net_ = std::make_shared<model::CausalLM>(config_, options);
   rope_ = std::make_shared<const model::RotaryEmbedding>(config_);
@@ -130,6 +134,12 @@ at::Tensor Model::forward_hidden(const ForwardInput& in) {
     x = x + at::empty_like(x).uniform_(-magnitude, magnitude);
   }
   const bool checkpoint = checkpointing_ && !cache && at::GradMode::is_enabled();
+  // A checkpointed layer's forward runs without grad (and again in backward), so
+  // the router logits it would record could not carry the aux loss's gradient.
+  if (checkpoint && in.router_logits)
+    throw ModelError("gradient checkpointing with the router's load-balancing loss is not supported yet "
+                     "(turn off gradient_checkpointing or output_router_logits)");
+  inputs.router_logits = in.router_logits;
   for (const auto& layer : net_->model->layers)
     x = checkpoint ? model::checkpoint_layer(layer, x, inputs) : layer->forward(x, inputs, cache);
   if (cache) cache->commit(seq);
@@ -152,7 +162,8 @@ std::vector<std::string> Model::linear_paths() const {
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     const std::string layer = "model.layers." + std::to_string(i);
     for (const char* name : kAttentionSlots) paths.push_back(layer + ".self_attn." + name);
-    for (const char* name : kMlpSlots) paths.push_back(layer + ".mlp." + name);
+    if (config_.sparse_layers.empty() || !config_.sparse_layers[i])
+      for (const char* name : kMlpSlots) paths.push_back(layer + ".mlp." + name);
   }
   paths.push_back("lm_head");
   return paths;
@@ -180,7 +191,8 @@ std::vector<sdk::NamedParameter> Model::named_parameters() const {
   return out;
 }
 
-void Model::load_weights(const std::vector<std::pair<std::string, at::Tensor>>& tensors, const std::string& origin) {
+void Model::load_weights(const std::vector<std::pair<std::string, at::Tensor>>& stored, const std::string& origin) {
+  const auto tensors = config_.is_moe() ? model::fuse_expert_tensors(stored, config_, origin) : stored;
   std::map<std::string, at::Tensor> expected;
   for (const auto& p : named_parameters()) expected.emplace(p.name, p.tensor);
   std::vector<std::string> unexpected, mismatched, missing;

@@ -3,15 +3,24 @@
 
 #include <ATen/ATen.h>
 
+#include "ftcore/model_moe.h"
+
 namespace ftcore::train {
 
-at::Tensor summed_next_token_loss(Model& model, const TrainBatch& batch) {
+at::Tensor summed_next_token_loss(Model& model, const TrainBatch& batch, at::Tensor* router_aux_loss) {
   const c10::Device device = model.device();
+  const ModelConfig& config = model.config();
   ForwardInput input;
   input.input_ids = batch.input_ids;
   input.sequence_ids = batch.sequence_ids;
   input.position_ids = batch.position_ids;
+  model::RouterLogits router;
+  const bool with_aux = router_aux_loss && config.is_moe() && config.output_router_logits;
+  if (with_aux) input.router_logits = &router;
   const at::Tensor hidden = model.forward_hidden(input);  // [B, T, C]
+  if (with_aux)  // transformers weights the tokens by the attention mask: padding (sequence id -1) is left out
+    *router_aux_loss = load_balancing_loss(router, config.num_experts, config.num_experts_per_tok,
+                                           batch.sequence_ids.to(device).ge(0));
   const int64_t T = hidden.size(1), C = hidden.size(2);
   if (T < 2) return hidden.sum().to(at::kFloat) * 0.0;
   const at::Tensor next_labels = batch.labels.narrow(1, 1, T - 1).reshape(-1).to(device);  // [B*(T-1)]

@@ -20,6 +20,10 @@
 namespace ftcore::train {
 
 // Scalar fp32 tensor: the summed loss of `batch` (0 with a graph when it has no targets).
-at::Tensor summed_next_token_loss(Model& model, const TrainBatch& batch);
+// With `router_aux_loss` given, a mixture-of-experts model whose config asks
+// for it (output_router_logits) also returns there its load-balancing loss
+// over the batch's tokens, padding left out (model_moe.h); otherwise the
+// tensor is left undefined.
+at::Tensor summed_next_token_loss(Model& model, const TrainBatch& batch, at::Tensor* router_aux_loss = nullptr);
 
 }  // namespace ftcore::train

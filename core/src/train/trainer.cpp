@@ -100,6 +100,9 @@ void Trainer::log_train(double grad_norm) {
       {"total_steps", static_cast<double>(state_.total_steps)}};
   if (optimizer_state_bytes_) values.emplace_back("optimizer_state_bytes", *optimizer_state_bytes_);
   values.emplace_back("batch_hash", last_batch_hash_);  // of the window's last step
+  const ModelConfig& model = s_.base.model->config();
+  if (model.is_moe() && model.output_router_logits)
+    values.emplace_back("router_aux_loss", last_router_aux_loss_);  // the window's last step, before its coefficient
   if (s_.distributed.group) {
     values.emplace_back("world_size", static_cast<double>(s_.distributed.world_size()));
     values.emplace_back("communication_seconds_per_step", window_communication_seconds_ / steps);
@@ -177,6 +180,7 @@ void Trainer::after_step(const StepResult& step) {
   ++state_.window_steps;
   state_.window_tokens += step.tokens;
   last_batch_hash_ = step.batch_hash;
+  last_router_aux_loss_ = step.router_aux_loss;
   if (s_.distributed.group) window_communication_seconds_ += s_.distributed.group->take_communication_seconds();
   if (!optimizer_state_bytes_) {
     optimizer_state_bytes_ = state_bytes(s_.components.optimizer->state_by_name());

@@ -99,6 +99,7 @@ struct StepResult {
   // the non-finite values, and must not be saved.
   std::string non_finite;
   bool update_applied = false;
+  double router_aux_loss = 0.0;  // MoE with output_router_logits: this rank's mean load-balancing loss
 };
 
 class Trainer {
@@ -127,7 +128,8 @@ class Trainer {
   void restore_step_start_rng();
   // This rank's micro-batches of the current step, split auto_micro_batch times.
   std::vector<TrainBatch> collate_step(const StepSlice& slice) const;
-  double run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets);
+  // Returns the summed loss; `aux_seen` gets the mean router aux loss of the micro-batches (MoE, else 0).
+  double run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets, double* aux_seen);
   void all_reduce_counts(int64_t& targets, int64_t& tokens);
   double clip_gradients();
   void log_train(double grad_norm);
@@ -150,6 +152,7 @@ class Trainer {
   double window_start_time_ = 0.0;
   double window_communication_seconds_ = 0.0;
   double last_batch_hash_ = 0.0;
+  double last_router_aux_loss_ = 0.0;
   std::optional<double> optimizer_state_bytes_;  // measured after the first step
   std::optional<EvalRecord> first_eval_, last_eval_;
   int64_t effective_batch_ = 0;  // rows of the first step, whole job: fewer than configured on a small set

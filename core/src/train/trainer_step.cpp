@@ -1,7 +1,7 @@
 // One optimizer step of the Trainer:
 //
 //   N = target tokens of all the step's micro-batches (of every rank)
-//   for each micro-batch b:  (summed_loss(b) / N * loss_scale).backward()
+//   for each micro-batch b:  ((summed_loss(b) / N + aux term) * loss_scale).backward()
 //   g = sum over ranks of g_rank          (one all-reduce per step, dist/gradient_sync.h)
 //   grad_norm = ||g||_2 over every trainable tensor (logged before clipping)
 //   g *= min(1, max_grad_norm / (grad_norm + 1e-6))        (torch's clip_grad_norm_)
@@ -124,22 +124,33 @@ void Trainer::all_reduce_counts(int64_t& targets, int64_t& tokens) {
 
 // Returns this rank's summed loss. The gradient synchronizer is armed before
 // the last backward so its all-reduce overlaps it.
-double Trainer::run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets) {
+//
+// A mixture-of-experts model adds coef x its load-balancing loss per
+// micro-batch, averaged over the step's micro-batches of every rank (with
+// one micro-batch and one rank: transformers' loss + coef x aux_loss).
+double Trainer::run_micro_batches(const std::vector<TrainBatch>& batches, int64_t targets, double* aux_seen) {
   dump_batches(batches, state_.global_step + 1);
   const double normaliser = static_cast<double>(std::max<int64_t>(targets, 1));
-  double loss_sum = 0.0;
+  const double aux_batches = static_cast<double>(std::max<size_t>(batches.size(), 1) * s_.distributed.world_size());
+  double loss_sum = 0.0, aux_sum = 0.0;
   for (size_t i = 0; i < batches.size(); ++i) {
     // One process stops inside a step (its ranks would not agree on where).
     if (!s_.distributed.group) throw_if_stop_requested("a training step");
     if (gradient_sync_ && i + 1 == batches.size()) gradient_sync_->arm(state_.global_step + 1);
-    at::Tensor loss;
+    at::Tensor loss, aux;
     {
       AutocastScope autocast(s_.precision, s_.base.model->device());
-      loss = summed_next_token_loss(*s_.base.model, batches[i]);
+      loss = summed_next_token_loss(*s_.base.model, batches[i], &aux);
     }
-    (loss * (scaler_.scale() / normaliser)).backward();
+    at::Tensor objective = loss * (scaler_.scale() / normaliser);
+    if (aux.defined()) {
+      objective = objective + aux * (s_.base.model->config().router_aux_loss_coef / aux_batches * scaler_.scale());
+      aux_sum += aux.item<double>();
+    }
+    objective.backward();
     loss_sum += loss.item<double>();
   }
+  if (aux_seen) *aux_seen = aux_sum / static_cast<double>(std::max<size_t>(batches.size(), 1));
   if (gradient_sync_) {
     if (batches.empty()) gradient_sync_->arm(state_.global_step + 1);
     gradient_sync_->finish();
@@ -178,7 +189,7 @@ StepResult Trainer::train_step() {
     r.batch_hash = batch_hash(batches);
     all_reduce_counts(targets, r.tokens);
     try {
-      loss_sum = run_micro_batches(batches, targets);
+      loss_sum = run_micro_batches(batches, targets, &r.router_aux_loss);
       step_start_rng_ = at::Tensor();  // past the last point a signal cuts the step
       break;
     } catch (const c10::OutOfMemoryError& e) {

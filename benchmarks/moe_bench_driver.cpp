@@ -1,0 +1,82 @@
+// ftcore's side of benchmarks/moe_bench.py: load an HF MoE folder and time,
+// on a fixed random batch [B, T], inference forwards (full logits, no grad)
+// and training steps (forward + cross-entropy with the router aux loss +
+// backward into every weight; no optimizer). Prints one JSON line.
+//
+// usage: moe_bench_driver MODEL_DIR DTYPE(fp32|bf16) B T ITERS
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "ftcore/model.h"
+#include "ftcore/model_moe.h"
+#include "ftcore/runtime.h"
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <typename F>
+std::vector<double> time_iterations(int iters, F&& body) {
+  using clock = std::chrono::steady_clock;
+  body();  // warmup
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    const auto start = clock::now();
+    body();
+    times.push_back(std::chrono::duration<double>(clock::now() - start).count());
+  }
+  return times;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 6) {
+    std::cerr << "usage: moe_bench_driver MODEL_DIR DTYPE B T ITERS\n";
+    return 2;
+  }
+  const int threads = ftcore::init_runtime();
+  ftcore::LoadOptions options;
+  options.dtype = ftcore::parse_dtype_name(argv[2]);
+  const int64_t batch = std::stoll(argv[3]), tokens = std::stoll(argv[4]);
+  const int iters = std::stoi(argv[5]);
+  auto model = ftcore::Model::from_pretrained(argv[1], options);
+  const auto& c = model->config();
+  at::manual_seed(0);
+  const at::Tensor ids = at::randint(0, c.vocab_size, {batch, tokens}, at::kLong);
+
+  const auto forward_times = time_iterations(iters, [&] {
+    at::NoGradGuard no_grad;
+    ftcore::ForwardInput in;
+    in.input_ids = ids;
+    model->forward(in);
+  });
+  model->module().train();
+  const auto train_times = time_iterations(iters, [&] {
+    model->module().zero_grad();
+    ftcore::model::RouterLogits router;
+    ftcore::ForwardInput in;
+    in.input_ids = ids;
+    in.router_logits = &router;
+    const at::Tensor logits = model->forward(in).to(at::kFloat);
+    const int64_t v = logits.size(-1);
+    at::Tensor loss = at::cross_entropy_loss(logits.narrow(1, 0, tokens - 1).reshape({-1, v}),
+                                             ids.narrow(1, 1, tokens - 1).reshape({-1}));
+    loss = loss + c.router_aux_loss_coef * ftcore::load_balancing_loss(router, c.num_experts, c.num_experts_per_tok, {});
+    loss.backward();
+  });
+  const double fwd = median_of(forward_times), train = median_of(train_times);
+  std::printf("{\"impl\": \"ftcore\", \"threads\": %d, \"forward_s\": %.4f, \"forward_tokens_per_s\": %.1f, "
+              "\"train_s\": %.4f, \"train_tokens_per_s\": %.1f}\n",
+              threads, fwd, batch * tokens / fwd, train, batch * tokens / train);
+  return 0;
+}

@@ -1,0 +1,226 @@
+// Mixture-of-experts models (model_moe.h) against transformers and PEFT on
+// tiny random configs made at test time by tests/reference/moe_reference.py:
+// fp32 logits (left and right padding), each layer's router choices, the
+// load-balancing loss, LoRA gradients with the aux loss in the loss, PEFT
+// loading ftcore's adapter, greedy generation with the KV cache; both
+// checkpoint layouts (per-expert and fused); loading errors.
+// Shapes: B rows, T tokens, V vocabulary, N = B x T, K experts per token.
+#include <fstream>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "ftcore/model.h"
+#include "ftcore/model_generation.h"
+#include "ftcore/model_moe.h"
+#include "ftcore/runtime.h"
+#include "ftcore/safetensors.h"
+#include "ftcore/sdk/adapter.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using ftcore::ForwardInput;
+using ftcore::Model;
+using ftcore::testing::TempDir;
+
+namespace {
+
+constexpr double kLogitTolerance = 1e-5;  // fp32, transformers' op order
+constexpr double kAuxTolerance = 1e-6;
+constexpr double kGradTolerance = 1e-6;
+
+ftcore::sdk::TensorMap read_all(const fs::path& file) { return ftcore::safetensors::File::open(file)->read_all(); }
+
+const at::Tensor& get(const ftcore::sdk::TensorMap& map, const std::string& name) {
+  const at::Tensor* t = map.find(name);
+  if (!t) throw std::runtime_error("reference has no tensor " + name);
+  return *t;
+}
+
+void make_tiny(const TempDir& dir, const std::string& name) {
+  ftcore::testing::run_python("reference/moe_reference.py",
+                              "tiny " + name + " " + ftcore::testing::shell_quote(dir.path().string()));
+}
+
+// max |a - b| over the positions where mask is 1; a, b [B, T, V].
+double max_diff_on_tokens(const at::Tensor& a, const at::Tensor& b, const at::Tensor& mask) {
+  const at::Tensor keep = mask.ne(0).unsqueeze(-1);
+  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().masked_fill(keep.logical_not(), 0).max().item<double>();
+}
+
+struct Forward {
+  at::Tensor logits;
+  ftcore::model::RouterLogits router;
+};
+
+Forward run(Model& model, const ftcore::sdk::TensorMap& ref) {
+  Forward f;
+  ForwardInput in;
+  in.input_ids = get(ref, "input_ids");
+  in.attention_mask = get(ref, "attention_mask");
+  in.router_logits = &f.router;
+  f.logits = model.forward(in).to(at::kFloat);
+  return f;
+}
+
+// transformers' causal LM loss (labels shifted, mean over targets) + coef x aux, as MixtralForCausalLM forms it.
+at::Tensor training_loss(Model& model, const ftcore::sdk::TensorMap& ref, const Forward& f) {
+  const auto& c = model.config();
+  const int64_t t = f.logits.size(1), v = f.logits.size(2);
+  const at::Tensor ce = at::cross_entropy_loss(f.logits.narrow(1, 0, t - 1).reshape({-1, v}),
+                                               get(ref, "labels").narrow(1, 1, t - 1).reshape({-1}), {},
+                                               at::Reduction::Mean, -100);
+  return ce + c.router_aux_loss_coef *
+                  ftcore::load_balancing_loss(f.router, c.num_experts, c.num_experts_per_tok, get(ref, "attention_mask"));
+}
+
+class MoeReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MoeReference, MatchesTransformersAndPeft) {
+  ftcore::init_runtime();
+  TempDir dir;
+  make_tiny(dir, GetParam());
+  const auto ref = read_all(dir / "reference.safetensors");
+  auto model = Model::from_pretrained(dir / "model");
+  const auto& config = model->config();
+  ASSERT_TRUE(config.is_moe());
+  const at::Tensor mask = get(ref, "attention_mask");
+
+  // 1. Logits, router choices and the aux loss.
+  {
+    at::NoGradGuard no_grad;
+    model->module().eval();
+    const Forward f = run(*model, ref);
+    const double diff = max_diff_on_tokens(f.logits, get(ref, "logits"), mask);
+    std::cout << "[ measure ] " << GetParam() << " fp32 max |logit diff| vs transformers = " << diff << "\n";
+    EXPECT_LT(diff, kLogitTolerance);
+    const at::Tensor chosen = get(ref, "router_experts");  // [layers, N, K]
+    ASSERT_EQ(static_cast<int64_t>(f.router.size()), chosen.size(0));
+    const at::Tensor real = mask.reshape(-1).ne(0);
+    for (size_t layer = 0; layer < f.router.size(); ++layer) {
+      const at::Tensor ours = std::get<1>(at::topk(at::softmax(f.router[layer], -1, at::kFloat), config.num_experts_per_tok, -1));
+      EXPECT_TRUE(at::equal(ours.index({real}), chosen[layer].index({real})))
+          << "layer " << layer << ": the router chose other experts than transformers'";
+    }
+    const double aux = ftcore::load_balancing_loss(f.router, config.num_experts, config.num_experts_per_tok, mask).item<double>();
+    const double aux_ref = get(ref, "aux_loss").item<double>();
+    std::cout << "[ measure ] " << GetParam() << " aux loss " << aux << " vs transformers " << aux_ref
+              << ": |diff| = " << std::abs(aux - aux_ref) << "\n";
+    EXPECT_LT(std::abs(aux - aux_ref), kAuxTolerance);
+  }
+
+  // 2. Greedy generation with the KV cache.
+  {
+    const at::Tensor prompts = get(ref, "prompts"), generated = get(ref, "generated");
+    for (int64_t row = 0; row < prompts.size(0); ++row) {
+      ftcore::SamplingOptions options;
+      options.max_new_tokens = generated.size(1);
+      options.stop_token_ids = config.eos_token_ids;
+      const at::Tensor p = prompts[row].contiguous();
+      const auto result = ftcore::generate(*model, std::vector<int64_t>(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + p.numel()), options);
+      std::vector<int64_t> expected;
+      for (int64_t i = 0; i < generated.size(1) && generated[row][i].item<int64_t>() >= 0; ++i)
+        expected.push_back(generated[row][i].item<int64_t>());
+      EXPECT_EQ(result.tokens, expected) << "prompt " << row;
+    }
+  }
+
+  // 3. LoRA (all-linear: the attention projections, as PEFT's target_modules) with the aux loss in the loss.
+  const auto& entry = ftcore::testing::in_tree_entry(ftcore::sdk::ComponentKind::Adapter, "lora");
+  auto adapter = ftcore::testing::in_tree_registry().create_adapter(
+      entry, ftcore::testing::options_for(entry, {{"r", int64_t{4}}, {"alpha", 8.0},
+                                                  {"target_modules", std::vector<std::string>{"all-linear"}}}));
+  for (auto& p : model->named_parameters()) p.tensor.set_requires_grad(false);
+  const auto groups = adapter->apply(*model);
+  ASSERT_EQ(groups.size(), 1u);
+  for (const auto& p : groups[0].params)
+    EXPECT_TRUE(p.name.find(".self_attn.") != std::string::npos) << p.name << ": only attention is adapted";
+  adapter->load(read_all(dir / "adapter" / "adapter_model.safetensors"));
+  model->module().train();
+  const Forward f = run(*model, ref);
+  const at::Tensor loss = training_loss(*model, ref, f);
+  loss.backward();
+  const double loss_diff = std::abs(loss.item<double>() - get(ref, "lora_loss").item<double>());
+  double grad_diff = 0, grad_scale = 0;
+  for (const auto& p : groups[0].params) {
+    const at::Tensor& theirs = get(ref, "grad." + p.name);
+    ASSERT_TRUE(p.tensor.grad().defined()) << p.name;
+    grad_diff = std::max(grad_diff, (p.tensor.grad() - theirs).abs().max().item<double>());
+    grad_scale = std::max(grad_scale, theirs.abs().max().item<double>());
+  }
+  std::cout << "[ measure ] " << GetParam() << " LoRA loss |diff| vs PEFT = " << loss_diff << ", " << groups[0].params.size()
+            << " gradients (max |grad| " << grad_scale << ") max |diff| = " << grad_diff << "\n";
+  EXPECT_EQ(groups[0].params.size(), 8u * static_cast<size_t>(config.num_layers));
+  EXPECT_LT(loss_diff, kAuxTolerance);
+  EXPECT_LT(grad_diff, kGradTolerance);
+  EXPECT_GT(grad_scale, 1e-3) << "gradients too small for the comparison to mean much";
+
+  // 4. PEFT loads the adapter ftcore writes (after an SGD step, so the values are ftcore's own).
+  {
+    at::NoGradGuard no_grad;
+    for (const auto& p : groups[0].params) p.tensor.sub_(p.tensor.grad() * 0.5);
+  }
+  const fs::path out = dir / "ftcore_adapter";
+  fs::create_directories(out);
+  ftcore::safetensors::write_file(out / "adapter_model.safetensors", adapter->save());
+  std::ofstream(out / "adapter_config.json") << adapter->peft_config_json();
+  const auto loaded = nlohmann::json::parse(ftcore::testing::run_python(
+      "reference/moe_reference.py",
+      "load " + ftcore::testing::shell_quote(out.string()) + " " + ftcore::testing::shell_quote((dir / "model").string())));
+  std::cout << "[ measure ] PEFT with ftcore's adapter vs merged by hand: max |logit diff| = " << loaded["max_diff"] << "\n";
+  EXPECT_EQ(loaded["lora_modules"].get<int64_t>(), 4 * config.num_layers);
+  EXPECT_LT(loaded["max_diff"].get<double>(), kLogitTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, MoeReference, ::testing::Values("mixtral", "mixtral_window_top1"));
+
+// transformers 5's in-memory names (fused experts) load to the same weights as the per-expert layout.
+TEST(MoeModel, FusedAndPerExpertLayoutsLoadAlike) {
+  ftcore::init_runtime();
+  TempDir dir;
+  ftcore::testing::run_python("reference/moe_reference.py",
+                              "fused mixtral " + ftcore::testing::shell_quote(dir.path().string()));
+  make_tiny(dir, "mixtral");
+  auto per_expert = Model::from_pretrained(dir / "model");
+  auto fused = Model::from_pretrained(dir / "fused_model");
+  const auto a = per_expert->named_parameters(), b = fused->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_TRUE(at::equal(a[i].tensor, b[i].tensor)) << a[i].name;
+  }
+  EXPECT_EQ(a[6].name, "model.layers.0.mlp.experts.gate_up_proj");  // after embed_tokens, q/k/v/o, mlp.gate
+}
+
+// Incomplete expert sets and unsupported router options are refused by name.
+TEST(MoeModel, ErrorsNameTheProblem) {
+  ftcore::init_runtime();
+  TempDir dir;
+  make_tiny(dir, "mixtral");
+  auto tensors = ftcore::read_model_tensors(dir / "model");
+  const auto config = ftcore::read_model_config(dir / "model");
+  Model model(config, at::TensorOptions().dtype(at::kFloat));
+  std::vector<std::pair<std::string, at::Tensor>> missing;
+  for (const auto& t : tensors)
+    if (t.first != "model.layers.1.block_sparse_moe.experts.2.w3.weight") missing.push_back(t);
+  try {
+    model.load_weights(missing, "tiny");
+    ADD_FAILURE() << "a missing expert tensor was accepted";
+  } catch (const ftcore::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.1.mlp.experts: expert 2 is missing"), std::string::npos) << e.what();
+  }
+  std::ifstream in(dir / "model" / "config.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["router_jitter_noise"] = 0.1;
+  EXPECT_THROW(ftcore::parse_model_config(j.dump(), "config.json"), ftcore::ModelError);
+  j["router_jitter_noise"] = 0.0;
+  j["num_experts_per_tok"] = 9;
+  try {
+    ftcore::parse_model_config(j.dump(), "config.json");
+    ADD_FAILURE() << "top-9 of 4 experts was accepted";
+  } catch (const ftcore::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("'num_experts_per_tok' must be in 1..4"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,177 @@
+"""transformers' and PEFT's side of moe_model_test (tests/unit/moe_model_test.cpp).
+
+Tiny random mixture-of-experts models (fixed seeds), always computed with
+transformers' own classes (MixtralForCausalLM) and peft; nothing here is
+taken from ftcore's output.
+
+  tiny NAME OUT   OUT/model: save_pretrained (safetensors; transformers 5 writes the
+                  per-expert layout, block_sparse_moe.experts.E.w1 ...);
+                  OUT/reference.safetensors: input_ids, attention_mask, position_ids
+                  (an unpadded, a left- and a right-padded row), labels (-100 on padding),
+                  fp32 logits, aux_loss (outputs.aux_loss with the attention mask),
+                  router_experts [layers, B*T, K] (the indices each layer's router
+                  returned, recorded by a forward hook), generated [3, 12] and
+                  prompts [3, 6] (greedy generate with the KV cache,
+                  ending at EOS 2; -1 pads a row that ended early), and for LoRA:
+                  lora_loss (outputs.loss = cross-entropy + router_aux_loss_coef x
+                  aux_loss) and "grad.<name>" of every LoRA tensor after its backward.
+                  OUT/adapter: that adapter (PEFT save_pretrained), A and B random.
+  fused NAME OUT  the same model saved with transformers 5's fused expert names
+                  (mlp.experts.gate_up_proj / down_proj) to OUT/fused_model.
+  load DIR MODEL  loads the PEFT adapter in DIR on MODEL and prints the max |logit
+                  difference| against the same model with the adapter merged by hand
+                  from DIR's tensors (checks PEFT reads what ftcore wrote).
+"""
+import json
+import os
+import sys
+import warnings
+
+# model_reference sets the offline environment before importing transformers.
+from model_reference import batch_inputs as padded_batch  # noqa: E402
+
+import torch  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from transformers import MixtralConfig, MixtralForCausalLM  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+COMMON = dict(vocab_size=96, hidden_size=64, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.1,
+              pad_token_id=0, bos_token_id=1, eos_token_id=2, output_router_logits=True, router_aux_loss_coef=0.05)
+
+TINY = {
+    "mixtral": (MixtralForCausalLM, MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2)),
+    "mixtral_window_top1": (MixtralForCausalLM, MixtralConfig(**COMMON, num_local_experts=5, num_experts_per_tok=1,
+                                                              sliding_window=6)),
+}
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]  # what ftcore's all-linear adapts on these models
+LORA_RANK, LORA_ALPHA = 4, 8
+
+
+def batch_inputs(vocab, seed):
+    """model_reference's padded batch (unpadded, left- and right-padded rows) plus labels, -100 on padding."""
+    ids, mask, positions = padded_batch(vocab, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    labels = torch.randint(3, vocab, ids.shape, generator=g).masked_fill(mask == 0, -100)
+    return ids, mask, positions, labels
+
+
+def make_model(name):
+    cls, config = TINY[name]
+    torch.manual_seed(1234)
+    return cls(config).eval()
+
+
+def record_router_choices(model):
+    """Each sparse layer's router indices [B*T, K], as the router module returned them."""
+    chosen = []
+    hooks = [layer.mlp.gate.register_forward_hook(lambda m, i, out: chosen.append(out[2].detach()))
+             for layer in model.model.layers]
+    return chosen, hooks
+
+
+def write_generation(model, vocab, reference):
+    g = torch.Generator().manual_seed(5)
+    prompts = torch.randint(3, vocab, (3, 6), generator=g)
+    generated = []
+    for row in prompts:
+        ids = row.unsqueeze(0)
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=12,
+                                 pad_token_id=0, use_cache=True)
+        new = out[0, ids.shape[1]:]
+        generated.append(torch.cat([new, torch.full((12 - new.numel(),), -1, dtype=new.dtype)]))
+    reference["prompts"] = prompts
+    reference["generated"] = torch.stack(generated)
+
+
+def write_lora(model, out, inputs, reference):
+    from peft import LoraConfig, get_peft_model
+    ids, mask, positions, labels = inputs
+    peft_model = get_peft_model(model, LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, target_modules=LORA_TARGETS))
+    g = torch.Generator().manual_seed(99)
+    with torch.no_grad():
+        for n, p in peft_model.named_parameters():
+            if p.requires_grad:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+    peft_model.save_pretrained(os.path.join(out, "adapter"))
+    peft_model.train()
+    result = peft_model(input_ids=ids, attention_mask=mask, position_ids=positions, labels=labels,
+                        output_router_logits=True)
+    result.loss.backward()
+    reference["lora_loss"] = result.loss.detach().reshape(1)
+    for n, p in peft_model.named_parameters():
+        if p.requires_grad:
+            name = n.removeprefix("base_model.model.").replace(".default.", ".")
+            reference["grad." + name] = p.grad.detach().contiguous()
+
+
+def write_tiny(name, out):
+    model = make_model(name)
+    model.save_pretrained(os.path.join(out, "model"), safe_serialization=True)
+    ids, mask, positions, labels = batch_inputs(model.config.vocab_size, 7)
+    chosen, hooks = record_router_choices(model)
+    with torch.no_grad():
+        result = model(input_ids=ids, attention_mask=mask, position_ids=positions, output_router_logits=True)
+    for h in hooks:
+        h.remove()
+    reference = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "labels": labels,
+                 "logits": result.logits.float().contiguous(), "aux_loss": result.aux_loss.float().reshape(1),
+                 "router_experts": torch.stack(chosen)}
+    write_generation(model, model.config.vocab_size, reference)
+    write_lora(model, out, (ids, mask, positions, labels), reference)
+    save_file({k: v.contiguous() for k, v in reference.items()}, os.path.join(out, "reference.safetensors"))
+
+
+def write_fused(name, out):
+    """The model's own state_dict (transformers 5's in-memory, fused names) as a folder."""
+    model = make_model(name)
+    folder = os.path.join(out, "fused_model")
+    os.makedirs(folder, exist_ok=True)
+    model.config.architectures = [type(model).__name__]  # what save_pretrained would record
+    model.config.save_pretrained(folder)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(folder, "model.safetensors"))
+
+
+def load_adapter(adapter_dir, model_dir):
+    """PEFT loads ftcore's adapter; its logits equal a merged-by-hand model's."""
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    ids, mask, _, _ = batch_inputs(96, 7)
+    base = MixtralForCausalLM.from_pretrained(model_dir).eval()
+    peft_model = PeftModel.from_pretrained(base, adapter_dir).eval()
+    with torch.no_grad():
+        with_adapter = peft_model(input_ids=ids, attention_mask=mask).logits
+    config = json.load(open(os.path.join(adapter_dir, "adapter_config.json")))
+    scale = config["lora_alpha"] / config["r"]
+    tensors = load_file(os.path.join(adapter_dir, "adapter_model.safetensors"))
+    merged = MixtralForCausalLM.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        modules = dict(merged.named_modules())
+        for key, a in tensors.items():
+            if not key.endswith("lora_A.weight"):
+                continue
+            module = key.removeprefix("base_model.model.").removesuffix(".lora_A.weight")
+            b = tensors[key.replace("lora_A", "lora_B")]
+            modules[module].weight += scale * (b @ a)
+        by_hand = merged(input_ids=ids, attention_mask=mask).logits
+    keep = mask.bool().unsqueeze(-1)
+    print(json.dumps({"max_diff": ((with_adapter - by_hand).abs() * keep).max().item(),
+                      "lora_modules": len(tensors) // 2}))
+
+
+def main(argv):
+    torch.set_num_threads(int(os.environ.get("FTCORE_NUM_THREADS", "2")))
+    if len(argv) == 3 and argv[0] == "tiny" and argv[1] in TINY:
+        write_tiny(argv[1], argv[2])
+    elif len(argv) == 3 and argv[0] == "fused" and argv[1] in TINY:
+        write_fused(argv[1], argv[2])
+    elif len(argv) == 3 and argv[0] == "load":
+        load_adapter(argv[1], argv[2])
+    else:
+        sys.exit(__doc__ + "\nusage: moe_reference.py tiny|fused {%s} OUT | load ADAPTER_DIR MODEL_DIR" % ",".join(TINY))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
