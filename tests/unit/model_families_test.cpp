@@ -53,6 +53,13 @@ TEST_P(FamilyReference, MatchesTransformers) {
     EXPECT_EQ(result.tokens, c["generated"].get<std::vector<int64_t>>()) << "prompt " << c["prompt_ids"].dump();
   }
 
+  // longrope picks its factors from the longest position of each forward (as
+  // transformers does), so a packed row or a cached step may legitimately
+  // differ from the sequence alone: checks 3 and 4 do not apply.
+  if (model->config().rope.type == "longrope") {
+    std::cout << "[ measure ] " << GetParam() << ": packing / KV-cache self-consistency not checked (longrope)\n";
+    return;
+  }
   // 3. Three sequences packed in one row (plus padding) give each sequence's own logits.
   const std::vector<int64_t> lengths = {5, 9, 4};
   at::Tensor ids = at::randint(3, model->config().vocab_size, {1, 20}, at::kLong);
