@@ -63,21 +63,11 @@ TEST_P(FamilyReference, MatchesTransformers) {
   // 3. Three sequences packed in one row (plus padding) give each sequence's own logits.
   const std::vector<int64_t> lengths = {5, 9, 4};
   at::Tensor ids = at::randint(3, model->config().vocab_size, {1, 20}, at::kLong);
-  std::vector<int64_t> seq;
-  for (size_t s = 0; s < lengths.size(); ++s) seq.insert(seq.end(), lengths[s], static_cast<int64_t>(s));
-  seq.resize(20, -1);
   ForwardInput packed;
   packed.input_ids = ids;
-  packed.sequence_ids = at::tensor(seq, at::kLong).unsqueeze(0);
+  packed.sequence_ids = ftcore::testing::packed_sequence_ids(lengths, 20);
   at::NoGradGuard no_grad;
-  const at::Tensor all = model->forward(packed);
-  int64_t start = 0;
-  double worst_packed = 0;
-  for (int64_t n : lengths) {
-    worst_packed = std::max(worst_packed, (all.narrow(1, start, n) - logits_of(*model, ids.narrow(1, start, n)))
-                                              .abs().max().item<double>());
-    start += n;
-  }
+  const double worst_packed = ftcore::testing::packed_vs_alone(*model, ids, model->forward(packed), lengths);
   std::cout << "[ measure ] " << GetParam() << " packed vs alone max |diff| = " << worst_packed << "\n";
   EXPECT_LT(worst_packed, 1e-5);
 
@@ -112,9 +102,9 @@ TEST(ModelFamilies, FusedProjectionsAreSlots) {
   auto model = Model::from_pretrained(dir / "model");
   const auto paths = model->linear_paths();
   ASSERT_EQ(paths.size(), 3u * 4 + 1);
-  EXPECT_EQ(paths[0], "model.layers.0.self_attn.qkv_proj");
+  EXPECT_EQ(paths[1], "model.layers.0.self_attn.qkv_proj");  // after o_proj, as Phi3Attention registers them
   EXPECT_EQ(paths[2], "model.layers.0.mlp.gate_up_proj");
-  EXPECT_EQ(model->linear(paths[0])->out_features(), 64 + 2 * 32);  // H*D + 2*G*D
+  EXPECT_EQ(model->linear(paths[1])->out_features(), 64 + 2 * 32);  // H*D + 2*G*D
   EXPECT_EQ(model->linear(paths[2])->out_features(), 2 * 160);
   EXPECT_THROW(model->linear("model.layers.0.self_attn.q_proj"), ftcore::ModelError);
 }

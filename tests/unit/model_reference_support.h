@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -42,6 +43,26 @@ inline at::Tensor logits_of(Model& model, const at::Tensor& ids, const at::Tenso
   in.input_ids = ids;
   in.attention_mask = mask;
   return model.forward(in).to(at::kFloat);
+}
+
+// Sequence ids [1, total]: sequences of `lengths` packed from the left, then padding (-1).
+inline at::Tensor packed_sequence_ids(const std::vector<int64_t>& lengths, int64_t total) {
+  std::vector<int64_t> seq;
+  for (size_t s = 0; s < lengths.size(); ++s) seq.insert(seq.end(), lengths[s], static_cast<int64_t>(s));
+  seq.resize(total, -1);
+  return at::tensor(seq, at::kLong).unsqueeze(0);
+}
+
+// max |diff| between each sequence's logits in the packed forward (`packed` [1, T, V]) and the sequence run alone.
+inline double packed_vs_alone(Model& model, const at::Tensor& ids, const at::Tensor& packed,
+                              const std::vector<int64_t>& lengths) {
+  int64_t start = 0;
+  double worst = 0;
+  for (int64_t n : lengths) {
+    worst = std::max(worst, (packed.narrow(1, start, n) - logits_of(model, ids.narrow(1, start, n))).abs().max().item<double>());
+    start += n;
+  }
+  return worst;
 }
 
 }  // namespace ftcore::testing

@@ -65,21 +65,12 @@ TEST(ModelTest, PackedRowsEqualSequencesAlone) {
     auto model = Model::from_pretrained(dir / "model");
     const std::vector<int64_t> lengths = {5, 9, 4};
     at::Tensor ids = at::randint(3, model->config().vocab_size, {1, 20}, at::kLong);
-    std::vector<int64_t> seq;
-    for (size_t s = 0; s < lengths.size(); ++s) seq.insert(seq.end(), lengths[s], static_cast<int64_t>(s));
-    seq.resize(20, -1);
     ForwardInput packed;
     packed.input_ids = ids;
-    packed.sequence_ids = at::tensor(seq, at::kLong).unsqueeze(0);
+    packed.sequence_ids = ftcore::testing::packed_sequence_ids(lengths, 20);
     at::NoGradGuard no_grad;
     at::Tensor all = model->forward(packed);
-    int64_t start = 0;
-    double worst = 0;
-    for (int64_t n : lengths) {
-      at::Tensor alone = logits_of(*model, ids.narrow(1, start, n));
-      worst = std::max(worst, (all.narrow(1, start, n) - alone).abs().max().item<double>());
-      start += n;
-    }
+    const double worst = ftcore::testing::packed_vs_alone(*model, ids, all, lengths);
     std::cout << "[ measure ] " << name << " packed vs alone max |diff| = " << worst << "\n";
     EXPECT_LT(worst, 1e-5);
     // As collate() hands them over: int32 sequence ids, the attention mask and restarting positions.

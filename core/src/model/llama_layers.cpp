@@ -102,13 +102,15 @@ Attention::Attention(const ModelConfig& c, int64_t layer_index, const c10::Tenso
       softcap_(c.attn_logit_softcap) {
   const int64_t q_size = c.num_heads * c.head_dim, kv_size = c.num_kv_heads * c.head_dim;
   if (c.fused_qkv) {
+    // Phi3Attention registers o_proj first; the same order keeps slot and parameter lists PEFT's.
+    o_proj = register_module("o_proj", make_linear(q_size, c.hidden_size, c.o_bias, options));
     qkv_proj = register_module("qkv_proj", make_linear(c.hidden_size, q_size + 2 * kv_size, c.qkv_bias, options));
   } else {
     q_proj = register_module("q_proj", make_linear(c.hidden_size, q_size, c.qkv_bias, options));
     k_proj = register_module("k_proj", make_linear(c.hidden_size, kv_size, c.qkv_bias, options));
     v_proj = register_module("v_proj", make_linear(c.hidden_size, kv_size, c.qkv_bias, options));
   }
-  o_proj = register_module("o_proj", make_linear(q_size, c.hidden_size, c.o_bias, options));
+  if (!o_proj) o_proj = register_module("o_proj", make_linear(q_size, c.hidden_size, c.o_bias, options));
   if (c.qk_norm != QkNorm::none) {
     const bool per_head = c.qk_norm == QkNorm::per_head;
     q_norm = register_module("q_norm", std::make_shared<RmsNorm>(per_head ? c.head_dim : q_size, c.rms_norm_eps,

@@ -171,7 +171,7 @@ at::Tensor Model::forward(const ForwardInput& in) {
 
 std::vector<std::string> Model::linear_paths() const {
   std::vector<std::string> paths;
-  const std::vector<std::string> attention = config_.fused_qkv ? std::vector<std::string>{"qkv_proj", "o_proj"}
+  const std::vector<std::string> attention = config_.fused_qkv ? std::vector<std::string>{"o_proj", "qkv_proj"}
                                                                  : std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"};
   const std::vector<std::string> mlp = config_.fused_gate_up ? std::vector<std::string>{"gate_up_proj", "down_proj"}
                                                              : std::vector<std::string>{"gate_proj", "up_proj", "down_proj"};
