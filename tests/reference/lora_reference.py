@@ -5,8 +5,8 @@ transformers on tiny random Llamas (fixed seeds); nothing is copied from
 ftcore's own output.
 
   peft OUT [CASE...]   OUT/model_tied, OUT/model_untied, OUT/model_bias: tiny LlamaForCausalLM
-                       (tied / untied embeddings; untied with attention biases) saved with
-                       save_pretrained;
+                       (tied / untied embeddings; untied with attention biases), and a tiny
+                       Qwen3, Gemma 3 and Phi-3 (model_families.py), saved with save_pretrained;
                        OUT/inputs.safetensors: input_ids, attention_mask,
                        position_ids (padding skipped) and labels (-100 on padding).
                        For each case (all by default), OUT/<case>/:
@@ -42,7 +42,9 @@ from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dic
 from peft.tuners.lora import LoraLayer  # noqa: E402
 from peft.utils import ModulesToSaveWrapper  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+from model_families import TINY as FAMILY_MODELS  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -52,6 +54,8 @@ COMMON = dict(vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_l
 # name -> LlamaConfig kwargs beyond COMMON
 MODELS = {"model_tied": dict(tie_word_embeddings=True), "model_untied": dict(tie_word_embeddings=False),
           "model_bias": dict(tie_word_embeddings=False, attention_bias=True)}
+# Other families (model_families.py): q/k norms, Gemma's norms and caps, Phi-3's fused projections.
+FAMILY_CASE_MODELS = ["qwen3_qk_norm", "gemma3_local_global", "phi3_longrope"]
 BF16_CASES = {"all_linear_bf16", "dora_bf16"}  # the model is loaded in bf16 on both sides
 INIT_SEED = 4321  # the C++ test seeds torch the same way before apply()
 FORWARD_SEED = 777  # ... and before the train-mode forward (dropout draws)
@@ -112,6 +116,15 @@ CASES = {
                      dict(target_modules=["q_proj", "o_proj", "down_proj"], dropout=0.25, use_dora=True)),
     "dora_bf16": ("model_untied", dict(r=8, lora_alpha=16, target_modules="all-linear", use_dora=True),
                   dict(target_modules=["all-linear"], use_dora=True)),
+    # all-linear on the other families: PEFT's choice of modules, one adapter per fused projection.
+    "qwen3_all_linear": ("qwen3_qk_norm", dict(r=4, lora_alpha=8, target_modules="all-linear"),
+                         dict(r=4, alpha=8.0, target_modules=["all-linear"])),
+    "gemma3_all_linear": ("gemma3_local_global", dict(r=4, lora_alpha=8, target_modules="all-linear"),
+                          dict(r=4, alpha=8.0, target_modules=["all-linear"])),
+    "phi3_fused_all_linear": ("phi3_longrope", dict(r=4, lora_alpha=8, target_modules="all-linear"),
+                              dict(r=4, alpha=8.0, target_modules=["all-linear"])),
+    "phi3_fused_named": ("phi3_longrope", dict(r=8, lora_alpha=16, target_modules=["qkv_proj", "gate_up_proj"]),
+                         dict(target_modules=["qkv_proj", "gate_up_proj"])),
 }
 
 
@@ -124,6 +137,10 @@ def make_models(out):
                 if pname.endswith(".bias"):
                     p.normal_(0.0, 0.1)
         model.save_pretrained(os.path.join(out, name), safe_serialization=True)
+    for name in FAMILY_CASE_MODELS:
+        cls, config = FAMILY_MODELS[name]
+        torch.manual_seed(1234)
+        cls(config).save_pretrained(os.path.join(out, name), safe_serialization=True)
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(3, COMMON["vocab_size"], (3, T), generator=g)
     mask = torch.ones(3, T, dtype=torch.long)
@@ -138,7 +155,7 @@ def make_models(out):
 
 def load_base(out, name, case):
     dtype = torch.bfloat16 if case in BF16_CASES else torch.float32
-    return LlamaForCausalLM.from_pretrained(os.path.join(out, name), dtype=dtype)
+    return AutoModelForCausalLM.from_pretrained(os.path.join(out, name), dtype=dtype)
 
 
 def saved_name(param_name):

@@ -13,6 +13,7 @@
 #include "ftcore/model_generation.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
+#include "model_reference_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -22,49 +23,26 @@ using ftcore::testing::TempDir;
 
 namespace {
 
-struct Reference {
-  at::Tensor input_ids, attention_mask, position_ids, logits;
-};
-
-Reference read_reference(const fs::path& file) {
-  auto f = ftcore::safetensors::File::open(file);
-  return {f->tensor("input_ids").clone(), f->tensor("attention_mask").clone(), f->tensor("position_ids").clone(),
-          f->tensor("logits").clone()};
-}
-
-// Makes the named tiny model under `dir` (dir/model + dir/reference.safetensors).
-void make_tiny(const TempDir& dir, const std::string& name) {
-  ftcore::testing::run_python("reference/model_reference.py",
-                              "tiny " + name + " " + ftcore::testing::shell_quote(dir.path().string()));
-}
-
-// max |a - b| over the positions where mask is 1; a, b [B, T, V].
-double max_diff_on_tokens(const at::Tensor& a, const at::Tensor& b, const at::Tensor& mask) {
-  at::Tensor keep = mask.ne(0).unsqueeze(-1);
-  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().masked_fill(keep.logical_not(), 0).max().item<double>();
-}
-
-at::Tensor logits_of(Model& model, const at::Tensor& ids, const at::Tensor& mask = {}) {
-  at::NoGradGuard no_grad;
-  ForwardInput in;
-  in.input_ids = ids;
-  in.attention_mask = mask;
-  return model.forward(in).to(at::kFloat);
-}
+using ftcore::testing::logits_of;
+using ftcore::testing::make_tiny;
+using ftcore::testing::max_diff_on_tokens;
+using Reference = ftcore::testing::ModelReference;
+using ftcore::testing::read_model_reference;
 
 class TinyReference : public ::testing::TestWithParam<std::string> {};
 
-// fp32 logits vs transformers, rows unpadded, left- and right-padded, within 1e-4.
+// fp32 logits vs transformers, rows unpadded, left- and right-padded, within 1e-5
+// (the other families: model_families_test.cpp).
 TEST_P(TinyReference, LogitsMatchTransformers) {
   ftcore::init_runtime();
   TempDir dir;
   make_tiny(dir, GetParam());
   auto model = Model::from_pretrained(dir / "model");
-  Reference ref = read_reference(dir / "reference.safetensors");
+  Reference ref = read_model_reference(dir / "reference.safetensors");
   at::Tensor logits = logits_of(*model, ref.input_ids, ref.attention_mask);
   const double diff = max_diff_on_tokens(logits, ref.logits, ref.attention_mask);
   std::cout << "[ measure ] " << GetParam() << " fp32 max |logit diff| vs transformers = " << diff << "\n";
-  EXPECT_LT(diff, 1e-4);
+  EXPECT_LT(diff, 1e-5);
   // The default positions are the ones transformers was given (padding skipped).
   ForwardInput in;
   in.input_ids = ref.input_ids;
@@ -87,21 +65,12 @@ TEST(ModelTest, PackedRowsEqualSequencesAlone) {
     auto model = Model::from_pretrained(dir / "model");
     const std::vector<int64_t> lengths = {5, 9, 4};
     at::Tensor ids = at::randint(3, model->config().vocab_size, {1, 20}, at::kLong);
-    std::vector<int64_t> seq;
-    for (size_t s = 0; s < lengths.size(); ++s) seq.insert(seq.end(), lengths[s], static_cast<int64_t>(s));
-    seq.resize(20, -1);
     ForwardInput packed;
     packed.input_ids = ids;
-    packed.sequence_ids = at::tensor(seq, at::kLong).unsqueeze(0);
+    packed.sequence_ids = ftcore::testing::packed_sequence_ids(lengths, 20);
     at::NoGradGuard no_grad;
     at::Tensor all = model->forward(packed);
-    int64_t start = 0;
-    double worst = 0;
-    for (int64_t n : lengths) {
-      at::Tensor alone = logits_of(*model, ids.narrow(1, start, n));
-      worst = std::max(worst, (all.narrow(1, start, n) - alone).abs().max().item<double>());
-      start += n;
-    }
+    const double worst = ftcore::testing::packed_vs_alone(*model, ids, all, lengths);
     std::cout << "[ measure ] " << name << " packed vs alone max |diff| = " << worst << "\n";
     EXPECT_LT(worst, 1e-5);
     // As collate() hands them over: int32 sequence ids, the attention mask and restarting positions.
@@ -159,7 +128,7 @@ TEST(ModelTest, GradientCheckpointingGivesIdenticalGradients) {
   TempDir dir;
   make_tiny(dir, "llama_gqa_tied");
   auto model = Model::from_pretrained(dir / "model");
-  Reference ref = read_reference(dir / "reference.safetensors");
+  Reference ref = read_model_reference(dir / "reference.safetensors");
   at::Tensor weights = at::randn({3, 20, model->config().vocab_size});
   for (bool freeze_embedding : {false, true}) {
     for (auto& p : model->named_parameters())
@@ -303,7 +272,7 @@ TEST(ModelTest, LoadingIsStrictAndNamesProblems) {
 TEST(ModelTest, HalfPrecisionDtypesRun) {
   TempDir dir;
   make_tiny(dir, "llama_gqa_tied");
-  Reference ref = read_reference(dir / "reference.safetensors");
+  Reference ref = read_model_reference(dir / "reference.safetensors");
   for (auto dtype : {at::kBFloat16, at::kHalf}) {
     ftcore::LoadOptions options;
     options.dtype = dtype;
@@ -330,7 +299,7 @@ TEST(ModelTest, CudaMatchesCpu) {
   if (!ftcore::load_cuda_runtime() || !at::hasCUDA()) GTEST_SKIP() << "no CUDA device: CUDA path not exercised";
   TempDir dir;
   make_tiny(dir, "mistral_window");
-  Reference ref = read_reference(dir / "reference.safetensors");
+  Reference ref = read_model_reference(dir / "reference.safetensors");
   ftcore::LoadOptions options;
   options.device = c10::Device(c10::kCUDA, 0);
   auto model = Model::from_pretrained(dir / "model", options);

@@ -1,13 +1,16 @@
-// The Llama-family causal language model (Llama 2/3, Mistral, Qwen2, SmolLM)
-// as transformers' LlamaForCausalLM computes it, loaded from an HF folder.
+// The decoder-only causal language model of every supported family
+// (supported_architectures(): Llama, Mistral, Qwen2/3, SmolLM3, OLMo 2,
+// Granite, Gemma 2/3, Phi-3/4) as transformers computes each, loaded from an
+// HF folder. One decoder; ModelConfig's switches add each family's pieces.
 //
 // Shapes: B batch rows, T new tokens per row, S keys per row (cached + new),
 // C hidden size, V vocabulary; H query heads, G key/value heads, D head size.
 //
-//   x = embed(ids)                                          [B, T, C]
-//   per layer: x += o_proj(attention(rope(q), rope(k), v))  RMSNorm first
-//              x += down(silu(gate(n)) * up(n))            n = RMSNorm(x)
+//   x = embed(ids) * embedding_multiplier                   [B, T, C]
+//   per layer: x += o_proj(attention(rope(q), rope(k), v))  RMSNorm first (Llama)
+//              x += down(act(gate(n)) * up(n))             n = RMSNorm(x)
 //   logits = lm_head(RMSNorm(x))                            [B, T, V]
+// (norm placement, q/k norms, multipliers, soft-caps: model_config.h)
 //
 // One row may hold padding (attention_mask, either side) or several packed
 // sequences (sequence_ids): positions restart at each sequence, and no token
@@ -37,6 +40,7 @@ namespace ftcore {
 namespace model {
 class CausalLM;
 class RotaryEmbedding;
+struct AttentionInputs;
 }
 
 struct LoadOptions {
@@ -124,7 +128,13 @@ class Model : public sdk::ModelView {
  private:
   ModelConfig config_;
   std::shared_ptr<model::CausalLM> net_;
-  std::shared_ptr<const model::RotaryEmbedding> rope_;
+  // Token embeddings times the family's embedding multiplier. [B, T] -> [B, T, C]
+  at::Tensor embed(const at::Tensor& ids) const;
+  // Rotary tables and masks shared by every layer of one forward.
+  model::AttentionInputs attention_inputs(const at::Tensor& sequence_ids, const at::Tensor& past_sequence_ids,
+                                          const at::Tensor& positions) const;
+
+  std::shared_ptr<const model::RotaryEmbedding> rope_, sliding_rope_;  // sliding_rope_: config.sliding_rope only
   bool checkpointing_ = false;
   double neftune_alpha_ = 0.0;
 };

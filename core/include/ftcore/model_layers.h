@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -51,29 +52,36 @@ class Embedding : public torch::nn::Module {
 };
 
 // RMSNorm (Zhang & Sennrich, https://arxiv.org/abs/1910.07467):
-// y = w * (x / sqrt(mean(x^2) + eps)), the statistic in fp32.
+// y = w * (x / sqrt(mean(x^2) + eps)), the statistic in fp32; `style` says
+// where the gain is applied (model_config.h RmsNormStyle).
 class RmsNorm : public torch::nn::Module {
  public:
-  RmsNorm(int64_t hidden_size, double eps, const c10::TensorOptions& options);
+  RmsNorm(int64_t size, double eps, RmsNormStyle style, const c10::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x) const;
 
  private:
   at::Tensor weight_;
   double eps_;
+  RmsNormStyle style_;
 };
 
-// Rotary position embedding tables for one forward call.
+// Rotary position embedding tables for one forward call, for `rope` (the
+// config's `rope` or its `sliding_rope`) on heads of config.head_dim.
 class RotaryEmbedding {
  public:
-  explicit RotaryEmbedding(const ModelConfig& config);
-  // cos, sin [B, T, D] in `dtype` for positions [B, T].
+  RotaryEmbedding(const ModelConfig& config, const RopeConfig& rope);
+  // cos, sin [B, T, R] in `dtype` for positions [B, T]; R = rotary_dim().
   std::pair<at::Tensor, at::Tensor> cos_sin(const at::Tensor& positions, c10::ScalarType dtype) const;
-  // The inverse frequencies [D/2] (fp32) a forward whose largest position + 1 is `seq_len` uses.
+  // The inverse frequencies [R/2] (fp32) a forward whose largest position + 1 is `seq_len` uses.
   at::Tensor inverse_frequencies(int64_t seq_len) const;
+  int64_t rotary_dim() const { return rotary_dim_; }  // int(D * partial_rotary_factor)
 
  private:
   ModelConfig config_;
+  RopeConfig rope_;
+  int64_t rotary_dim_;
   at::Tensor base_inv_freq_;  // fp32, CPU
+  at::Tensor long_inv_freq_;  // longrope only
 };
 
 // How one layer's attention is masked: is_causal with no mask (plain causal
@@ -85,7 +93,8 @@ struct AttentionMask {
 
 // Everything attention needs that is the same for all layers of a forward.
 struct AttentionInputs {
-  at::Tensor cos, sin;                    // [B, T, D]
+  at::Tensor cos, sin;                    // [B, T, R]
+  at::Tensor sliding_cos, sliding_sin;    // for sliding-window layers when config.sliding_rope is set
   std::map<int64_t, AttentionMask> masks;  // by sliding window (0 = full attention)
   RouterLogits* router_logits = nullptr;   // MoE layers append their router logits here when set
   const AttentionMask& mask_for(int64_t window) const { return masks.at(window); }
@@ -104,24 +113,41 @@ at::Tensor default_positions(const at::Tensor& sequence_ids, const at::Tensor& p
 AttentionMask build_attention_mask(const at::Tensor& sequence_ids, const at::Tensor& past_sequence_ids,
                                    int64_t window);
 
+// Grouped-query attention with RoPE, optional q/k RMSNorm and score
+// soft-capping. The projections are q/k/v_proj, or one qkv_proj when
+// config.fused_qkv (the unused slots stay null).
 class Attention : public torch::nn::Module {
  public:
   Attention(const ModelConfig& config, int64_t layer_index, const c10::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache);  // [B,T,C]
-  std::shared_ptr<sdk::LinearModule> q_proj, k_proj, v_proj, o_proj;
+  std::shared_ptr<sdk::LinearModule> q_proj, k_proj, v_proj, qkv_proj, o_proj;
+  std::shared_ptr<RmsNorm> q_norm, k_norm;  // null unless config.qk_norm
 
  private:
+  // q [B, T, H*D], k and v [B, T, G*D].
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> project(const at::Tensor& x);
+  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask) const;
   int64_t layer_index_, num_heads_, num_kv_heads_, head_dim_, window_;
+  QkNorm qk_norm_;
+  bool uses_rope_, uses_sliding_rope_;
+  double scale_, softcap_;
 };
 
-// SwiGLU (Shazeer, https://arxiv.org/abs/2002.05202): down(silu(gate(x)) * up(x)).
+// Gated MLP, down(act(gate(x)) * up(x)): SwiGLU with silu (Shazeer,
+// https://arxiv.org/abs/2002.05202), GeGLU with gelu (tanh). gate/up_proj,
+// or one gate_up_proj when config.fused_gate_up.
 class Mlp : public torch::nn::Module {
  public:
   Mlp(const ModelConfig& config, const c10::TensorOptions& options);
   at::Tensor forward(const at::Tensor& x);
-  std::shared_ptr<sdk::LinearModule> gate_proj, up_proj, down_proj;
+  std::shared_ptr<sdk::LinearModule> gate_proj, up_proj, gate_up_proj, down_proj;
+
+ private:
+  bool gelu_;
 };
 
+// One residual layer; which norms exist follows config.norm_placement
+// (model_config.h), the others stay null.
 class DecoderLayer : public torch::nn::Module {
  public:
   DecoderLayer(const ModelConfig& config, int64_t layer_index, const c10::TensorOptions& options);
@@ -130,7 +156,12 @@ class DecoderLayer : public torch::nn::Module {
   // Registered as "mlp" either way: the dense SwiGLU, or (config.sparse_layers) the MoE block.
   std::shared_ptr<Mlp> mlp;
   std::shared_ptr<SparseMoeBlock> moe;
-  std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+      post_feedforward_layernorm;
+
+ private:
+  NormPlacement placement_;
+  double residual_multiplier_;
 };
 
 // Runs `layer` without keeping its activations; backward recomputes them

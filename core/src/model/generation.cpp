@@ -97,6 +97,18 @@ GenerationResult generate(Model& model, const std::vector<int64_t>& prompt, cons
       break;
     }
     in.input_ids = at::full({1, 1}, token, at::kLong);
+    // longrope switches to its long factors once the sequence passes the
+    // original context; the keys cached under the short ones are then
+    // recomputed once, as transformers' Phi3ForCausalLM does in generation.
+    const RopeConfig& rope = model.config().rope;
+    const int64_t total = static_cast<int64_t>(prompt.size() + result.tokens.size());
+    if (rope.type == "longrope" && total > rope.original_max_position_embeddings &&
+        cache.length() <= rope.original_max_position_embeddings) {
+      std::vector<int64_t> sequence = prompt;
+      sequence.insert(sequence.end(), result.tokens.begin(), result.tokens.end());
+      cache.clear();
+      in.input_ids = at::tensor(sequence, at::kLong).unsqueeze(0);
+    }
   }
   return result;
 }

@@ -1,13 +1,15 @@
 // The decoder's modules (model_layers.h): the dense Linear slot, embedding,
 // RMSNorm, grouped-query attention with RoPE through
-// at::scaled_dot_product_attention, the SwiGLU MLP and the pre-norm residual
-// layer, registered under transformers' names. The arithmetic follows
-// transformers' modeling_llama.py op for op (RMSNorm's fp32 statistic, cos/sin
-// cast to the activations' dtype) so fp32 logits agree to rounding.
+// at::scaled_dot_product_attention (eager when soft-capped), the gated MLP and
+// the residual layer, registered under transformers' names. Every family is
+// this one decoder with ModelConfig's switches; the arithmetic follows each
+// family's transformers modeling file op for op (RMSNorm's fp32 statistic,
+// cos/sin cast to the activations' dtype) so fp32 logits agree to rounding.
 //
 // Shapes: B batch, T new tokens, S keys, C hidden, H query heads,
 // G key/value heads, D head size, F MLP width.
 #include <cmath>
+#include <limits>
 
 #include <ATen/ATen.h>
 
@@ -37,14 +39,20 @@ Embedding::Embedding(int64_t vocab_size, int64_t hidden_size, const c10::TensorO
 
 at::Tensor Embedding::forward(const at::Tensor& ids) const { return at::embedding(weight_, ids); }
 
-RmsNorm::RmsNorm(int64_t hidden_size, double eps, const c10::TensorOptions& options) : eps_(eps) {
-  weight_ = register_parameter("weight", at::ones({hidden_size}, options));
+RmsNorm::RmsNorm(int64_t size, double eps, RmsNormStyle style, const c10::TensorOptions& options)
+    : eps_(eps), style_(style) {
+  // (1 + w) norms start from w = 0, the others from w = 1: both the identity.
+  weight_ = register_parameter("weight", style == RmsNormStyle::unit_offset ? at::zeros({size}, options)
+                                                                            : at::ones({size}, options));
 }
 
 at::Tensor RmsNorm::forward(const at::Tensor& x) const {
-  // The statistic in fp32 whatever the dtype; rounded back before the gain, as transformers does.
+  // The statistic in fp32 whatever the dtype; where the gain meets it is the
+  // family's rounding order (identical in fp32, one rounding apart in bf16).
   at::Tensor h = x.to(at::kFloat);
   h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  if (style_ == RmsNormStyle::fp32_gain) return (weight_.to(at::kFloat) * h).to(x.scalar_type());
+  if (style_ == RmsNormStyle::unit_offset) return (h * (weight_.to(at::kFloat) + 1.0)).to(x.scalar_type());
   return weight_ * h.to(x.scalar_type());
 }
 
@@ -54,6 +62,16 @@ namespace {
 at::Tensor rotate_half(const at::Tensor& x) {
   const int64_t half = x.size(-1) / 2;
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// RoPE on the first R = cos.size(-1) dims of each head, the rest passed
+// through (partial rotary); x [B, heads, T, D], cos/sin [B, 1, T, R].
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t rotary = cos.size(-1), dim = x.size(-1);
+  if (rotary == dim) return x * cos + rotate_half(x) * sin;
+  at::Tensor turned = x.narrow(-1, 0, rotary);
+  turned = turned * cos + rotate_half(turned) * sin;
+  return at::cat({turned, x.narrow(-1, rotary, dim - rotary)}, -1);
 }
 
 // [B, G, S, D] -> [B, G * groups, S, D], each key/value head serving `groups` query heads.
@@ -67,6 +85,8 @@ std::shared_ptr<sdk::LinearModule> make_linear(int64_t in, int64_t out, bool bia
   return std::make_shared<DenseLinear>(in, out, bias, options);
 }
 
+bool is_sliding(const ModelConfig& c, int64_t layer) { return !c.layer_windows.empty() && c.layer_windows.at(layer) > 0; }
+
 }  // namespace
 
 Attention::Attention(const ModelConfig& c, int64_t layer_index, const c10::TensorOptions& options)
@@ -74,60 +94,140 @@ Attention::Attention(const ModelConfig& c, int64_t layer_index, const c10::Tenso
       num_heads_(c.num_heads),
       num_kv_heads_(c.num_kv_heads),
       head_dim_(c.head_dim),
-      window_(c.layer_windows.empty() ? 0 : c.layer_windows.at(layer_index)) {
-  q_proj = register_module("q_proj", make_linear(c.hidden_size, c.num_heads * c.head_dim, c.qkv_bias, options));
-  k_proj = register_module("k_proj", make_linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.qkv_bias, options));
-  v_proj = register_module("v_proj", make_linear(c.hidden_size, c.num_kv_heads * c.head_dim, c.qkv_bias, options));
-  o_proj = register_module("o_proj", make_linear(c.num_heads * c.head_dim, c.hidden_size, c.o_bias, options));
+      window_(c.layer_windows.empty() ? 0 : c.layer_windows.at(layer_index)),
+      qk_norm_(c.qk_norm),
+      uses_rope_(c.layer_uses_rope.empty() || c.layer_uses_rope.at(layer_index)),
+      uses_sliding_rope_(c.sliding_rope.has_value() && is_sliding(c, layer_index)),
+      scale_(c.attention_scale > 0 ? c.attention_scale : std::pow(static_cast<double>(c.head_dim), -0.5)),
+      softcap_(c.attn_logit_softcap) {
+  const int64_t q_size = c.num_heads * c.head_dim, kv_size = c.num_kv_heads * c.head_dim;
+  if (c.fused_qkv) {
+    // Phi3Attention registers o_proj first; the same order keeps slot and parameter lists PEFT's.
+    o_proj = register_module("o_proj", make_linear(q_size, c.hidden_size, c.o_bias, options));
+    qkv_proj = register_module("qkv_proj", make_linear(c.hidden_size, q_size + 2 * kv_size, c.qkv_bias, options));
+  } else {
+    q_proj = register_module("q_proj", make_linear(c.hidden_size, q_size, c.qkv_bias, options));
+    k_proj = register_module("k_proj", make_linear(c.hidden_size, kv_size, c.qkv_bias, options));
+    v_proj = register_module("v_proj", make_linear(c.hidden_size, kv_size, c.qkv_bias, options));
+  }
+  if (!o_proj) o_proj = register_module("o_proj", make_linear(q_size, c.hidden_size, c.o_bias, options));
+  if (c.qk_norm != QkNorm::none) {
+    const bool per_head = c.qk_norm == QkNorm::per_head;
+    q_norm = register_module("q_norm", std::make_shared<RmsNorm>(per_head ? c.head_dim : q_size, c.rms_norm_eps,
+                                                                 c.norm_style, options));
+    k_norm = register_module("k_norm", std::make_shared<RmsNorm>(per_head ? c.head_dim : kv_size, c.rms_norm_eps,
+                                                                 c.norm_style, options));
+  }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> Attention::project(const at::Tensor& x) {
+  if (!qkv_proj) return {q_proj->forward(x), k_proj->forward(x), v_proj->forward(x)};
+  const int64_t q_size = num_heads_ * head_dim_, kv_size = num_kv_heads_ * head_dim_;
+  at::Tensor qkv = qkv_proj->forward(x);  // rows: queries, then keys, then values
+  return {qkv.narrow(-1, 0, q_size), qkv.narrow(-1, q_size, kv_size), qkv.narrow(-1, q_size + kv_size, kv_size)};
+}
+
+at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const AttentionMask& m) const {
+  if (softcap_ <= 0)
+    return at::scaled_dot_product_attention(q, k, v, m.mask.defined() ? std::optional<at::Tensor>(m.mask) : std::nullopt,
+                                            /*dropout_p=*/0.0, m.is_causal, scale_);
+  // Soft-capped scores (Gemma 2) have no fused kernel: scores, cap, mask,
+  // softmax in fp32 (rounded back to the activations' dtype), as transformers' eager path.
+  at::Tensor scores = at::matmul(q, k.transpose(2, 3)) * scale_;  // [B, H, T, S]
+  scores = at::tanh(scores / softcap_) * softcap_;
+  at::Tensor allowed = m.mask;
+  if (!allowed.defined() && m.is_causal)
+    allowed = at::ones({scores.size(2), scores.size(3)}, q.options().dtype(at::kBool)).tril(scores.size(3) - scores.size(2));
+  if (allowed.defined()) scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+  return at::matmul(at::softmax(scores, -1, at::kFloat).to(q.scalar_type()), v);
 }
 
 at::Tensor Attention::forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache) {
   const int64_t b = x.size(0), t = x.size(1);
-  at::Tensor q = q_proj->forward(x).reshape({b, t, num_heads_, head_dim_}).transpose(1, 2);     // [B, H, T, D]
-  at::Tensor k = k_proj->forward(x).reshape({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);  // [B, G, T, D]
-  at::Tensor v = v_proj->forward(x).reshape({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);  // [B, G, T, D]
+  auto [q, k, v] = project(x);
+  if (qk_norm_ == QkNorm::whole_projection) {  // OLMo 2: one norm over all heads' values
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = q.reshape({b, t, num_heads_, head_dim_});
+  k = k.reshape({b, t, num_kv_heads_, head_dim_});
+  if (qk_norm_ == QkNorm::per_head) {  // Qwen3, Gemma 3: each head on its own
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  q = q.transpose(1, 2);                                                      // [B, H, T, D]
+  k = k.transpose(1, 2);                                                      // [B, G, T, D]
+  v = v.reshape({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);            // [B, G, T, D]
 
-  // RoPE: x * cos + rotate_half(x) * sin, one angle per (position, frequency).
-  const at::Tensor cos = inputs.cos.unsqueeze(1), sin = inputs.sin.unsqueeze(1);  // [B, 1, T, D]
-  q = q * cos + rotate_half(q) * sin;
-  k = k * cos + rotate_half(k) * sin;
+  if (uses_rope_) {  // x * cos + rotate_half(x) * sin, one angle per (position, frequency)
+    const at::Tensor& cos = uses_sliding_rope_ ? inputs.sliding_cos : inputs.cos;
+    const at::Tensor& sin = uses_sliding_rope_ ? inputs.sliding_sin : inputs.sin;
+    q = apply_rotary(q, cos.unsqueeze(1), sin.unsqueeze(1));
+    k = apply_rotary(k, cos.unsqueeze(1), sin.unsqueeze(1));
+  }
   if (cache) std::tie(k, v) = cache->write(layer_index_, k, v);  // [B, G, S, D]
 
   const int64_t groups = num_heads_ / num_kv_heads_;
-  k = repeat_kv(k, groups);
-  v = repeat_kv(v, groups);
-  const AttentionMask& m = inputs.mask_for(window_);
-  at::Tensor out = at::scaled_dot_product_attention(q, k, v, m.mask.defined() ? std::optional<at::Tensor>(m.mask) : std::nullopt,
-                                                    /*dropout_p=*/0.0, m.is_causal,
-                                                    /*scale=*/std::pow(static_cast<double>(head_dim_), -0.5));
+  at::Tensor out = attend(q, repeat_kv(k, groups), repeat_kv(v, groups), inputs.mask_for(window_));
   return o_proj->forward(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
 }
 
-Mlp::Mlp(const ModelConfig& c, const c10::TensorOptions& options) {
-  gate_proj = register_module("gate_proj", make_linear(c.hidden_size, c.intermediate_size, c.mlp_bias, options));
-  up_proj = register_module("up_proj", make_linear(c.hidden_size, c.intermediate_size, c.mlp_bias, options));
+Mlp::Mlp(const ModelConfig& c, const c10::TensorOptions& options) : gelu_(c.hidden_act == "gelu_pytorch_tanh") {
+  if (c.fused_gate_up) {
+    gate_up_proj = register_module("gate_up_proj", make_linear(c.hidden_size, 2 * c.intermediate_size, c.mlp_bias, options));
+  } else {
+    gate_proj = register_module("gate_proj", make_linear(c.hidden_size, c.intermediate_size, c.mlp_bias, options));
+    up_proj = register_module("up_proj", make_linear(c.hidden_size, c.intermediate_size, c.mlp_bias, options));
+  }
   down_proj = register_module("down_proj", make_linear(c.intermediate_size, c.hidden_size, c.mlp_bias, options));
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x) {
-  return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));  // [B, T, F] -> [B, T, C]
+  at::Tensor gate, up;
+  if (gate_up_proj) {
+    at::Tensor both = gate_up_proj->forward(x);  // [B, T, 2F]: gate, then up
+    const int64_t f = both.size(-1) / 2;
+    gate = both.narrow(-1, 0, f);
+    up = both.narrow(-1, f, f);
+  } else {
+    gate = gate_proj->forward(x);
+    up = up_proj->forward(x);
+  }
+  at::Tensor activated = gelu_ ? at::gelu(gate, "tanh") : at::silu(gate);
+  return down_proj->forward(activated * up);  // [B, T, F] -> [B, T, C]
 }
 
-DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer_index, const c10::TensorOptions& options) {
+DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer_index, const c10::TensorOptions& options)
+    : placement_(c.norm_placement), residual_multiplier_(c.residual_multiplier) {
   self_attn = register_module("self_attn", std::make_shared<Attention>(c, layer_index, options));
   if (!c.sparse_layers.empty() && c.sparse_layers.at(layer_index))
     moe = register_module("mlp", std::make_shared<SparseMoeBlock>(c, options));
   else
     mlp = register_module("mlp", std::make_shared<Mlp>(c, options));
-  input_layernorm = register_module("input_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps, options));
-  post_attention_layernorm =
-      register_module("post_attention_layernorm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps, options));
+  auto norm = [&](const char* name) {
+    return register_module(name, std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps, c.norm_style, options));
+  };
+  if (placement_ != NormPlacement::post) input_layernorm = norm("input_layernorm");
+  post_attention_layernorm = norm("post_attention_layernorm");
+  if (placement_ == NormPlacement::sandwich) pre_feedforward_layernorm = norm("pre_feedforward_layernorm");
+  if (placement_ != NormPlacement::pre) post_feedforward_layernorm = norm("post_feedforward_layernorm");
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache) {
-  at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), inputs, cache);
-  const at::Tensor n = post_attention_layernorm->forward(h);
-  return h + (moe ? moe->forward(n, inputs.router_logits) : mlp->forward(n));
+  auto add = [&](const at::Tensor& residual, const at::Tensor& block) {
+    return residual_multiplier_ == 1.0 ? residual + block : residual + block * residual_multiplier_;
+  };
+  // Llama's post_attention_layernorm normalizes the MLP input; OLMo 2's and Gemma's the attention output.
+  at::Tensor h = self_attn->forward(input_layernorm ? input_layernorm->forward(x) : x, inputs, cache);
+  if (placement_ != NormPlacement::pre) h = post_attention_layernorm->forward(h);
+  const at::Tensor mid = add(x, h);
+  h = placement_ == NormPlacement::pre        ? post_attention_layernorm->forward(mid)
+      : placement_ == NormPlacement::sandwich ? pre_feedforward_layernorm->forward(mid)
+                                              : mid;
+  h = moe ? moe->forward(h, inputs.router_logits) : mlp->forward(h);
+  if (post_feedforward_layernorm) h = post_feedforward_layernorm->forward(h);
+  return add(mid, h);
 }
 
 DecoderStack::DecoderStack(const ModelConfig& c, const c10::TensorOptions& options) {
@@ -135,7 +235,7 @@ DecoderStack::DecoderStack(const ModelConfig& c, const c10::TensorOptions& optio
   auto holder = register_module("layers", std::make_shared<torch::nn::Module>());
   for (int64_t i = 0; i < c.num_layers; ++i)
     layers.push_back(holder->register_module(std::to_string(i), std::make_shared<DecoderLayer>(c, i, options)));
-  norm = register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps, options));
+  norm = register_module("norm", std::make_shared<RmsNorm>(c.hidden_size, c.rms_norm_eps, c.norm_style, options));
 }
 
 CausalLM::CausalLM(const ModelConfig& c, const c10::TensorOptions& options) {

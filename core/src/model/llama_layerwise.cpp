@@ -2,8 +2,6 @@
 // rows (GPTQ's sequential quantization, Frantar et al. 2022, section 4:
 // each layer is quantized on inputs that already went through the
 // quantized earlier layers).
-#include <set>
-
 #include <ATen/ATen.h>
 
 #include "ftcore/model.h"
@@ -20,12 +18,8 @@ void Model::run_layerwise(const std::vector<at::Tensor>& rows, const std::functi
     TORCH_CHECK(row.dim() == 2 && row.size(0) == 1, "calibration rows must be [1, T], got ", row.sizes());
     const at::Tensor ids = row.to(device(), at::kLong);
     const at::Tensor seq = model::resolve_sequence_ids(ids, at::Tensor(), at::Tensor());
-    model::AttentionInputs in;
-    std::tie(in.cos, in.sin) = rope_->cos_sin(model::default_positions(seq, at::Tensor()), dtype());
-    for (int64_t window : std::set<int64_t>(config_.layer_windows.begin(), config_.layer_windows.end()))
-      in.masks[window] = model::build_attention_mask(seq, at::Tensor(), window);
-    inputs.push_back(std::move(in));
-    hidden.push_back(net_->model->embed_tokens->forward(ids));
+    inputs.push_back(attention_inputs(seq, at::Tensor(), model::default_positions(seq, at::Tensor())));
+    hidden.push_back(embed(ids));
   }
   const auto& layers = net_->model->layers;
   for (int64_t i = 0; i < static_cast<int64_t>(layers.size()); ++i) {

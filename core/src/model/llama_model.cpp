@@ -17,8 +17,6 @@ namespace ftcore {
 
 namespace {
 
-const char* const kAttentionSlots[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
-const char* const kMlpSlots[] = {"gate_proj", "up_proj", "down_proj"};
 
 // Where a Linear slot lives: the module it is registered in, under which
 // name, and the member that holds it.
@@ -46,15 +44,15 @@ SlotRef find_slot(model::CausalLM& net, const std::string& path) {
   model::DecoderLayer& layer = *net.model->layers[index];
   const std::string rest = path.substr(dot + 1);
   model::Attention& a = *layer.self_attn;
-  if (rest == "self_attn.q_proj") return {&a, "q_proj", &a.q_proj};
-  if (rest == "self_attn.k_proj") return {&a, "k_proj", &a.k_proj};
-  if (rest == "self_attn.v_proj") return {&a, "v_proj", &a.v_proj};
-  if (rest == "self_attn.o_proj") return {&a, "o_proj", &a.o_proj};
+  // Fused families (Phi-3) leave q/k/v_proj and gate/up_proj null, the others qkv_proj and gate_up_proj.
+  for (auto [name, holder] : {std::pair{"q_proj", &a.q_proj}, {"k_proj", &a.k_proj}, {"v_proj", &a.v_proj},
+                              {"qkv_proj", &a.qkv_proj}, {"o_proj", &a.o_proj}})
+    if (*holder && rest == std::string("self_attn.") + name) return {&a, name, holder};
   if (!layer.mlp) throw bad();  // a sparse MoE layer: its router and experts are not Linear slots
   model::Mlp& m = *layer.mlp;
-  if (rest == "mlp.gate_proj") return {&m, "gate_proj", &m.gate_proj};
-  if (rest == "mlp.up_proj") return {&m, "up_proj", &m.up_proj};
-  if (rest == "mlp.down_proj") return {&m, "down_proj", &m.down_proj};
+  for (auto [name, holder] : {std::pair{"gate_proj", &m.gate_proj}, {"up_proj", &m.up_proj},
+                              {"gate_up_proj", &m.gate_up_proj}, {"down_proj", &m.down_proj}})
+    if (*holder && rest == std::string("mlp.") + name) return {&m, name, holder};
   throw bad();
 }
 
@@ -90,8 +88,30 @@ Model::Model(ModelConfig config, const c10::TensorOptions& options) : config_(st
   if (!config_.sparse_layers.empty() && static_cast<int64_t>(config_.sparse_layers.size()) != config_.num_layers)
     throw ModelError("sparse_layers lists " + std::to_string(config_.sparse_layers.size()) + " layers, the model has " +
                      std::to_string(config_.num_layers));
+  if (!config_.layer_uses_rope.empty() && static_cast<int64_t>(config_.layer_uses_rope.size()) != config_.num_layers)
+    throw ModelError("layer_uses_rope lists " + std::to_string(config_.layer_uses_rope.size()) +
+                     " layers, the model has " + std::to_string(config_.num_layers));
   net_ = std::make_shared<model::CausalLM>(config_, options);
-  rope_ = std::make_shared<const model::RotaryEmbedding>(config_);
+  rope_ = std::make_shared<const model::RotaryEmbedding>(config_, config_.rope);
+  if (config_.sliding_rope) sliding_rope_ = std::make_shared<const model::RotaryEmbedding>(config_, *config_.sliding_rope);
+}
+
+at::Tensor Model::embed(const at::Tensor& ids) const {
+  at::Tensor x = net_->model->embed_tokens->forward(ids);  // [B, T, C]
+  if (config_.embedding_multiplier == 1.0) return x;
+  if (config_.round_embedding_multiplier)  // Gemma: sqrt(C) as a tensor of the activations' dtype
+    return x * at::scalar_tensor(config_.embedding_multiplier, x.options().dtype(at::kFloat)).to(x.scalar_type());
+  return x * config_.embedding_multiplier;
+}
+
+model::AttentionInputs Model::attention_inputs(const at::Tensor& seq, const at::Tensor& past,
+                                               const at::Tensor& positions) const {
+  model::AttentionInputs inputs;
+  std::tie(inputs.cos, inputs.sin) = rope_->cos_sin(positions, dtype());
+  if (sliding_rope_) std::tie(inputs.sliding_cos, inputs.sliding_sin) = sliding_rope_->cos_sin(positions, dtype());
+  for (int64_t window : std::set<int64_t>(config_.layer_windows.begin(), config_.layer_windows.end()))
+    inputs.masks[window] = model::build_attention_mask(seq, past, window);
+  return inputs;
 }
 
 Model::~Model() = default;
@@ -120,15 +140,11 @@ at::Tensor Model::forward_hidden(const ForwardInput& in) {
   } else {
     positions = model::default_positions(seq, past);
   }
-  model::AttentionInputs inputs;
-  std::tie(inputs.cos, inputs.sin) = rope_->cos_sin(positions, dtype());
-  for (int64_t window : std::set<int64_t>(config_.layer_windows.begin(), config_.layer_windows.end()))
-    inputs.masks[window] = model::build_attention_mask(seq, past, window);
-
+  const model::AttentionInputs inputs = attention_inputs(seq, past, positions);
   if (cache)
     cache->reserve(config_.num_layers, batch, tokens, config_.num_kv_heads, config_.head_dim,
                    at::TensorOptions().dtype(dtype()).device(device()));
-  at::Tensor x = net_->model->embed_tokens->forward(ids);  // [B, T, C]
+  at::Tensor x = embed(ids);  // [B, T, C]
   if (neftune_alpha_ > 0.0 && net_->is_training() && at::GradMode::is_enabled() && !cache) {
     const double magnitude = neftune_alpha_ / std::sqrt(static_cast<double>(x.size(1) * x.size(2)));
     x = x + at::empty_like(x).uniform_(-magnitude, magnitude);
@@ -146,7 +162,13 @@ at::Tensor Model::forward_hidden(const ForwardInput& in) {
   return net_->model->norm->forward(x);
 }
 
-at::Tensor Model::compute_logits(const at::Tensor& hidden) { return net_->lm_head->forward(hidden); }
+at::Tensor Model::compute_logits(const at::Tensor& hidden) {
+  at::Tensor logits = net_->lm_head->forward(hidden);
+  if (config_.logits_divisor != 1.0) logits = logits / config_.logits_divisor;  // Granite
+  if (config_.final_logit_softcap > 0)  // Gemma: cap * tanh(logits / cap)
+    logits = at::tanh(logits / config_.final_logit_softcap) * config_.final_logit_softcap;
+  return logits;
+}
 
 at::Tensor Model::forward(const ForwardInput& in) {
   at::Tensor hidden = forward_hidden(in);
@@ -159,11 +181,15 @@ at::Tensor Model::forward(const ForwardInput& in) {
 
 std::vector<std::string> Model::linear_paths() const {
   std::vector<std::string> paths;
+  const std::vector<std::string> attention = config_.fused_qkv ? std::vector<std::string>{"o_proj", "qkv_proj"}
+                                                                 : std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"};
+  const std::vector<std::string> mlp = config_.fused_gate_up ? std::vector<std::string>{"gate_up_proj", "down_proj"}
+                                                             : std::vector<std::string>{"gate_proj", "up_proj", "down_proj"};
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     const std::string layer = "model.layers." + std::to_string(i);
-    for (const char* name : kAttentionSlots) paths.push_back(layer + ".self_attn." + name);
+    for (const auto& name : attention) paths.push_back(layer + ".self_attn." + name);
     if (config_.sparse_layers.empty() || !config_.sparse_layers[i])
-      for (const char* name : kMlpSlots) paths.push_back(layer + ".mlp." + name);
+      for (const auto& name : mlp) paths.push_back(layer + ".mlp." + name);
   }
   paths.push_back("lm_head");
   return paths;
