@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `ftcore plugin verify`: the in-tree plugin libraries pass it (an optimizer,
-# the schedulers, the samplers, both quantizer libraries, a logger), and the deliberately broken
+# the schedulers, the samplers, both quantizer libraries, a logger, the LoRA adapters), and the deliberately broken
 # fixture (tests/fixtures/broken_plugin.cpp) fails exactly the checks it
 # breaks, each with its reason; usage errors exit 2. And one version:
 # `ftcore --version` says FTCORE_SDK_VERSION of the SDK header.
@@ -17,7 +17,7 @@ fail() {
 }
 
 # 1. In-tree libraries pass: exit 0, no FAIL line.
-for name in optimizer/adamw scheduler/cosine sampler/multipack quantizer/nf4 quantizer/gptq logger/jsonl; do
+for name in optimizer/adamw scheduler/cosine sampler/multipack quantizer/nf4 quantizer/gptq logger/jsonl adapter/lora; do
   out=$("$ftcore" plugin verify "$name" 2>&1)
   rc=$?
   echo "$out" | sed "s|^|  [$name] |"

@@ -20,6 +20,8 @@ void verify_optimizer(const PluginRegistry& registry, const RegistryEntry& entry
 void verify_scheduler(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report);
 void verify_sampler(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report);
 void verify_quantizer(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report);
+// The sdk/testing.h checks on tiny random Llamas built here (verify_adapter.cpp).
+void verify_adapter(const PluginRegistry& registry, const RegistryEntry& entry, VerifyReport& report);
 void verify_logger(const PluginRegistry& registry, const RegistryEntry& entry,
                    const std::filesystem::path& work_dir, VerifyReport& report);
 

@@ -140,7 +140,7 @@ at::Tensor Model::forward_hidden(const ForwardInput& in) {
   } else {
     positions = model::default_positions(seq, past);
   }
-  const model::AttentionInputs inputs = attention_inputs(seq, past, positions);
+  model::AttentionInputs inputs = attention_inputs(seq, past, positions);
   if (cache)
     cache->reserve(config_.num_layers, batch, tokens, config_.num_kv_heads, config_.head_dim,
                    at::TensorOptions().dtype(dtype()).device(device()));
