@@ -94,12 +94,14 @@ TEST(CsvLogger, DictReaderReadsBackExactlyWhatWasLogged) {
   EXPECT_NE(text.find("\n30,train,1764470030,\"multi\nline\",1.7976931348623157e+308\n"), std::string::npos) << text;
 }
 
-// A resumed run appends to the same file under the one header.
+// A resumed run (metadata resumed_at_step) appends to the same file under the one header.
 TEST(CsvLogger, ReopeningAppendsWithoutASecondHeader) {
   TempDir dir;
   for (int64_t step : {1, 2}) {
     auto logger = make_logger({{"text_file", std::string("")}});
-    logger->open({"csv-run", dir.path().string(), {}});
+    std::map<std::string, std::string> metadata;
+    if (step == 2) metadata[ftcore::sdk::kResumedAtStep] = "1";
+    logger->open({"csv-run", dir.path().string(), metadata});
     logger->log_metrics({step, "train", 1764470000.0, {{"loss", 1.0 * step}}});
     logger->log_text(step, "dropped", "texts are off");
     logger->close();
@@ -124,7 +126,7 @@ TEST(CsvLogger, RefusesAFileWithAnotherHeader) {
   TempDir dir;
   std::ofstream(dir / "metrics.csv") << "epoch,loss\n1,2\n";
   auto logger = make_logger();
-  EXPECT_THROW(logger->open({"csv-run", dir.path().string(), {}}), std::runtime_error);
+  EXPECT_THROW(logger->open({"csv-run", dir.path().string(), {{ftcore::sdk::kResumedAtStep, "1"}}}), std::runtime_error);
   EXPECT_EQ(file_text(dir / "metrics.csv"), "epoch,loss\n1,2\n");  // untouched
 }
 

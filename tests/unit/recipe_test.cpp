@@ -24,6 +24,23 @@ class RecipeTest : public ::testing::Test {
     registry_ = nullptr;
   }
 
+  // The inputs the recipes below name, relative to the scratch folder they
+  // are written in: validation checks that they exist (recipe_inputs.cpp).
+  void SetUp() override {
+    for (const char* folder : {"", "shared/", "recipes/", "bases/"}) write_inputs(folder);
+    write("m/config.json", kTinyConfig);
+  }
+
+  static constexpr const char* kTinyConfig =
+      R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 64, "hidden_size": 16,
+          "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+          "max_position_embeddings": 4096})";
+
+  void write_inputs(const std::string& folder) {
+    write(folder + "models/tiny/config.json", kTinyConfig);
+    write(folder + "data/train.jsonl", "{\"instruction\": \"Name a colour.\", \"input\": \"\", \"output\": \"Blue.\"}\n");
+  }
+
   // Writes `content` to `name` under the scratch folder (creating folders).
   fs::path write(const std::string& name, const std::string& content) {
     const fs::path path = dir_ / name;
@@ -104,7 +121,8 @@ precision = 2
   const toml::table table = load_recipe_table(derived, {});
   EXPECT_FALSE(table.contains("base"));
   EXPECT_EQ(table["data"]["sequence_len"].value<int64_t>(), 512);
-  EXPECT_EQ(table["data"]["path"].value<std::string>(), "data/train.jsonl");
+  // Relative to the file that wrote it.
+  EXPECT_EQ(table["data"]["path"].value<std::string>(), (dir_ / "data/train.jsonl").lexically_normal().string());
   EXPECT_EQ(table["model"]["dtype"].value<std::string>(), "bf16");
   EXPECT_EQ(table["optimizer"]["lr"].value<double>(), 1e-4);
   EXPECT_EQ(table["optimizer"]["weight_decay"].value<double>(), 0.1);
@@ -218,9 +236,10 @@ TEST_F(RecipeTest, SetOverridesAValueFromTheFileAndTheLastSetWins) {
 
 TEST_F(RecipeTest, SetCreatesSectionsAndTunesDefaultComponents) {
   const fs::path recipe = write("r.toml", "[model]\npath = \"m\"\n");
-  const Recipe r = load(recipe, {"data.path=data/x.jsonl", "optimizer.lr=5e-5", "scheduler.name=linear",
+  // A --set path is relative to the working folder: given absolute here.
+  const Recipe r = load(recipe, {"data.path=" + (dir_ / "data/train.jsonl").string(), "optimizer.lr=5e-5", "scheduler.name=linear",
                                  "scheduler.warmup_steps=10"});
-  EXPECT_EQ(r.data.get_string("path"), "data/x.jsonl");
+  EXPECT_EQ(r.data.get_string("path"), (dir_ / "data/train.jsonl").string());
   EXPECT_EQ(r.optimizer.name(), "adamw");  // the default, now with the user's lr
   EXPECT_TRUE(r.optimizer.options.is_set_by_user("lr"));
   EXPECT_DOUBLE_EQ(r.optimizer.options.get_float("lr"), 5e-5);
@@ -282,7 +301,7 @@ lr = 2e-5
 )");
   const Recipe r = load(recipe);
   EXPECT_EQ(r.path, recipe);
-  EXPECT_EQ(r.model.get_string("path"), "models/tiny");
+  EXPECT_EQ(r.model.get_string("path"), (recipe.parent_path() / "models/tiny").lexically_normal().string());
   EXPECT_EQ(r.model.get_string("dtype"), "auto");
   EXPECT_FALSE(r.model.is_set_by_user("dtype"));
   EXPECT_FALSE(r.model.has_value("tokenizer_path"));  // no default, not set

@@ -83,6 +83,16 @@ std::string format_double(double value) {
 class CsvFile {
  public:
   CsvFile(const fs::path& path, const std::string& header, const sdk::RunInfo& run) : path_(path) {
+    // Another program's file is refused before anything of it is trimmed.
+    std::error_code ec;
+    if (fs::exists(path, ec) && fs::file_size(path, ec) > 0) {
+      std::ifstream in(path);
+      std::string first;
+      std::getline(in, first);
+      if (first != header)
+        throw std::runtime_error("csv logger: " + path.string() + " exists with header \"" + first +
+                                 "\", expected \"" + header + "\"; choose another file name");
+    }
     // A resumed run keeps the header and the rows of steps up to its checkpoint's.
     sdk::trim_history(path, run, true, [&](const std::string& row, int64_t resumed_at_step) {
       if (row == header + "\n") return true;
@@ -91,16 +101,7 @@ class CsvFile {
       const auto [end, error] = std::from_chars(row.data(), field_end, step);
       return error == std::errc() && end == field_end && step <= resumed_at_step;
     });
-    std::error_code ec;
     const bool has_content = fs::exists(path, ec) && fs::file_size(path, ec) > 0;
-    if (has_content) {
-      std::ifstream in(path);
-      std::string first;
-      std::getline(in, first);
-      if (first != header)
-        throw std::runtime_error("csv logger: " + path.string() + " exists with header \"" + first +
-                                 "\", expected \"" + header + "\"; choose another file name");
-    }
     file_ = std::fopen(path.c_str(), "ab");
     if (!file_) throw std::runtime_error("csv logger cannot open " + path.string() + ": " + std::strerror(errno));
     if (!has_content) write_line(header);
