@@ -68,11 +68,14 @@ def check_tampered_resume(binary, out, model, data):
                    "--set", f"train.resume_from_checkpoint={checkpoint}")
         expect(p, 1, state_file, message)
         print(f"resume with {field} = {value}: refused ({message})")
-    # A valid checkpoint, but the recipe now plans fewer steps than it took.
+    return recipe, finished
+
+
+def check_resume_past_plan(binary, recipe, finished):
+    """A valid checkpoint, but the recipe now plans fewer steps than it took."""
     p = ftcore(binary, "run", recipe, "--set", "train.max_steps=2", "--set", "train.run_name=base",
                "--set", "train.resume_from_checkpoint=" + os.path.join(finished, "checkpoint-4"))
     expect(p, 1, "field 'global_step' is 4, past the 2 steps this recipe plans")
-    return finished
 
 
 def check_lock_round_trip(binary, out, finished):
@@ -176,8 +179,9 @@ def main():
     with tempfile.TemporaryDirectory() as out:
         model = tt.make_model(out)
         data = tt.make_data(out)
-        finished = check_tampered_resume(binary, out, model, data)
+        recipe, finished = check_tampered_resume(binary, out, model, data)
         check_lock_round_trip(binary, out, finished)
+        check_resume_past_plan(binary, recipe, finished)
         check_nothing_to_train(binary, out, model, data)
         check_foreign_tokenizer(binary, out, model, data)
         check_dropped_adapter(binary, out, model, data)
