@@ -1,6 +1,8 @@
-// GGUF tokenizer metadata -> HF tokenizers' tokenizer.json.
+// GGUF tokenizer metadata -> HF tokenizers' tokenizer.json, by
+// tokenizer.ggml.model: "llama" (SentencePiece) in gguf_sentencepiece.cpp,
+// "gpt2" (byte-level BPE) here.
 //
-// The pre-tokenizer is not stored in GGUF, only its llama.cpp name
+// A byte-level vocabulary's pre-tokenizer is not stored in GGUF, only its llama.cpp name
 // (`tokenizer.ggml.pre`); we map the names llama.cpp defines for the
 // families we support to the pre-tokenizer their HF tokenizer.json uses:
 //   smollm            digits split one by one, then GPT-2's byte-level regex
@@ -10,8 +12,9 @@
 #include "gguf_tokenizer_json.h"
 
 #include <stdexcept>
-#include <string_view>
-#include <unordered_set>
+
+#include "gguf_sentencepiece.h"
+#include "gguf_vocabulary.h"
 
 namespace ftcore {
 
@@ -44,48 +47,15 @@ nlohmann::ordered_json pre_tokenizer_for(const std::string& pre) {
                            "' is not supported (smollm, gpt2, default, llama-bpe, llama3, qwen2 are)");
 }
 
-const std::vector<std::string>& tokens_of(const gguf::File& file) {
-  const gguf::Value* tokens = file.find_metadata("tokenizer.ggml.tokens");
-  if (!tokens) throw std::runtime_error(file.path().string() + ": no tokenizer.ggml.tokens");
-  return tokens->strings;
-}
-
-std::string token_or_empty(const gguf::File& file, const std::vector<std::string>& tokens, const char* key) {
-  const gguf::Value* v = file.find_metadata(std::string("tokenizer.ggml.") + key);
-  if (!v || v->i < 0 || static_cast<size_t>(v->i) >= tokens.size()) return "";
-  return tokens[static_cast<size_t>(v->i)];
-}
-
-}  // namespace
-
-nlohmann::ordered_json gguf_tokenizer_json(const gguf::File& file) {
-  const std::string model = file.get_string("tokenizer.ggml.model");
-  if (model != "gpt2")
-    throw std::runtime_error(file.path().string() + ": tokenizer model '" + model +
-                             "' is not supported by ftcore convert (byte-level BPE, \"gpt2\", is)");
-  const auto& tokens = tokens_of(file);
-  const gguf::Value* types = file.find_metadata("tokenizer.ggml.token_type");
+nlohmann::ordered_json byte_level_tokenizer_json(const gguf::File& file, const gguf_vocab::Vocabulary& vocab) {
   const gguf::Value* merges = file.find_metadata("tokenizer.ggml.merges");
   const std::string pre = file.find_metadata("tokenizer.ggml.pre") ? file.get_string("tokenizer.ggml.pre") : "default";
-
   nlohmann::ordered_json added = nlohmann::ordered_json::array();
-  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
-  // ordered_json's operator[] scans every key; append to the underlying
-  // vector instead (49k tokens: 2.6 s -> milliseconds), skipping duplicates.
-  auto& vocab_entries = vocab.get_ref<nlohmann::ordered_json::object_t&>();
-  std::unordered_set<std::string_view> seen;
-  for (size_t id = 0; id < tokens.size(); ++id) {
-    if (seen.insert(tokens[id]).second) vocab_entries.emplace_back(tokens[id], id);
-    const int64_t type = types && id < types->ints.size() ? types->ints[id] : 1;
-    if (type == 3 || type == 4) {  // llama.cpp: 3 CONTROL (special), 4 USER_DEFINED (added, not special)
-      added.push_back({{"id", id},
-                       {"content", tokens[id]},
-                       {"single_word", false},
-                       {"lstrip", false},
-                       {"rstrip", false},
-                       {"normalized", type == 4},
-                       {"special", type == 3}});
-    }
+  for (size_t id = 0; id < vocab.tokens.size(); ++id) {
+    const int64_t type = vocab.types[id];
+    if (type == gguf_vocab::kControl || type == gguf_vocab::kUserDefined)  // special / added, not special
+      added.push_back(gguf_vocab::added_token_json(static_cast<int64_t>(id), vocab.tokens[id],
+                                                   type == gguf_vocab::kControl, type == gguf_vocab::kUserDefined));
   }
   nlohmann::ordered_json merge_list = nlohmann::ordered_json::array();
   if (merges)
@@ -107,21 +77,42 @@ nlohmann::ordered_json gguf_tokenizer_json(const gguf::File& file) {
             {"fuse_unk", false},
             {"byte_fallback", false},
             {"ignore_merges", false},
-            {"vocab", vocab},
+            {"vocab", gguf_vocab::TokenIds(vocab.tokens).to_json()},
             {"merges", merge_list}}}};
 }
 
+std::string tokenizer_model(const gguf::File& file) {
+  const std::string model = file.get_string("tokenizer.ggml.model");
+  if (model != "gpt2" && model != "llama")
+    throw std::runtime_error(file.path().string() + ": tokenizer.ggml.model '" + model +
+                             "' is not supported by ftcore convert (\"gpt2\": byte-level BPE, \"llama\": "
+                             "SentencePiece are)");
+  return model;
+}
+
+}  // namespace
+
+nlohmann::ordered_json gguf_tokenizer_json(const gguf::File& file) {
+  const std::string model = tokenizer_model(file);
+  const gguf_vocab::Vocabulary vocab = gguf_vocab::read_vocabulary(file);
+  return model == "llama" ? sentencepiece_tokenizer_json(file, vocab) : byte_level_tokenizer_json(file, vocab);
+}
+
 nlohmann::ordered_json gguf_tokenizer_config_json(const gguf::File& file) {
-  const auto& tokens = tokens_of(file);
-  nlohmann::ordered_json config = {{"tokenizer_class", "GPT2Tokenizer"},
-                                   {"add_prefix_space", false},
-                                   {"clean_up_tokenization_spaces", false}};
-  const gguf::Value* add_bos = file.find_metadata("tokenizer.ggml.add_bos_token");
-  config["add_bos_token"] = add_bos ? add_bos->b : false;
+  const std::string model = tokenizer_model(file);
+  const auto tokens = gguf_vocab::read_vocabulary(file).tokens;
+  nlohmann::ordered_json config;
+  if (model == "llama") {
+    config = sentencepiece_tokenizer_config(file);
+  } else {
+    config = {{"tokenizer_class", "GPT2Tokenizer"}, {"add_prefix_space", false}, {"clean_up_tokenization_spaces", false}};
+    const gguf::Value* add_bos = file.find_metadata("tokenizer.ggml.add_bos_token");
+    config["add_bos_token"] = add_bos ? add_bos->b : false;
+  }
   for (const auto& [key, gguf_key] : std::vector<std::pair<std::string, const char*>>{
            {"bos_token", "bos_token_id"}, {"eos_token", "eos_token_id"},
            {"unk_token", "unknown_token_id"}, {"pad_token", "padding_token_id"}}) {
-    std::string t = token_or_empty(file, tokens, gguf_key);
+    std::string t = gguf_vocab::named_token(file, tokens, gguf_key);
     if (!t.empty()) config[key] = t;
   }
   if (const gguf::Value* ctx = file.find_metadata("llama.context_length")) config["model_max_length"] = ctx->i;

@@ -1,5 +1,6 @@
 // tokenizer.json and tokenizer_config.json (HF tokenizers' format) from a
-// GGUF file's tokenizer metadata; byte-level BPE ("gpt2") vocabularies only.
+// GGUF file's tokenizer metadata: byte-level BPE ("gpt2") and SentencePiece
+// ("llama") vocabularies; any other tokenizer.ggml.model is refused naming it.
 #pragma once
 
 #include <nlohmann/json.hpp>
