@@ -10,11 +10,21 @@
 2. The same for a tiny model of every other architecture ftcore converts
    (qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3), written with that
    architecture's tensors and metadata: weights bit-identical, config fields
-   (and rope parameters) equal; the tokenizer is compared only where
-   transformers builds it from a byte-level BPE vocabulary (llama, qwen*: it
-   picks its converter by architecture, SentencePiece's for Gemma and Phi-3).
+   (and rope parameters) equal, the tokenizers equal. Gemma 2/3 and Phi-3
+   carry a SentencePiece vocabulary ("llama"), as their real GGUF files do,
+   and so does a second, Llama-2-style llama: trained at test time with HF
+   tokenizers (BPE, byte fallback, Metaspace) and laid out as llama.cpp
+   writes one (scores, <0xNN> byte tokens, control, user-defined and unused
+   tokens; Gemma's whitespace tokens as spaces and scores that do not follow
+   its merge order). Their tokenizers are compared on the corpus of
+   tests/unit/make_tokenizer_corpus.py (scripts, emoji, whitespace runs,
+   special-token look-alikes): ids with and without special tokens and
+   decoding, ours (loaded from the folder) against transformers' own load of
+   the GGUF, and of the same tokenizer class.
 3. Files ftcore must refuse (an architecture it does not convert, a Mixtral-
-   style llama with experts) exit non-zero naming the problem.
+   style llama with experts, a tokenizer model it does not know, a
+   SentencePiece vocabulary without scores, a token type out of range) exit
+   non-zero naming the file and the problem.
 4. When the default model's GGUF is present (setup fetched it), the first
    comparison runs on it; otherwise the script says it skipped that part.
 
@@ -31,6 +41,10 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFWriter
 from gguf.quants import quantize
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit"))
+from make_tokenizer_corpus import build_corpus  # noqa: E402
+from sentencepiece_gguf import write_sentencepiece_tokenizer  # noqa: E402
 
 CORPUS = [
     "The capital of France is Paris.",
@@ -73,19 +87,40 @@ TINY = {
     "qwen3": dict(heads=2, kv_heads=1, head_dim=128, pre="qwen2", rope=1e6, qk_norm=True, key_length=True),
     "qwen3moe": dict(heads=2, kv_heads=1, head_dim=32, pre="qwen2", rope=1e6, qk_norm=True, key_length=True,
                      experts=4, experts_used=2, expert_ffn=768, untied=True),
-    "gemma2": dict(heads=2, kv_heads=1, head_dim=256, pre="gpt2", rope=10000.0, gemma=True, key_length=True,
-                   softcapping=(50.0, 30.0), sliding_window=64),
-    "gemma3": dict(heads=2, kv_heads=1, head_dim=256, pre="gpt2", rope=1e6, gemma=True, key_length=True, qk_norm=True,
-                   sliding_window=64),
-    "phi3": dict(heads=4, kv_heads=2, head_dim=16, pre="gpt2", rope=10000.0, fused=True, untied=True),
+    "gemma2": dict(heads=2, kv_heads=1, head_dim=256, rope=10000.0, gemma=True, key_length=True,
+                   softcapping=(50.0, 30.0), sliding_window=64, sentencepiece=dict(pad="<pad>")),
+    "gemma3": dict(heads=2, kv_heads=1, head_dim=256, rope=1e6, gemma=True, key_length=True, qk_norm=True,
+                   sliding_window=64, sentencepiece=dict(pad="<pad>", add_bos=True, add_eos=False)),
+    "phi3": dict(heads=4, kv_heads=2, head_dim=16, rope=10000.0, fused=True, untied=True,
+                 sentencepiece=dict(pad="<|im_end|>", add_bos=False, add_eos=True)),
 }
+# A Llama-2-style llama: SentencePiece, no pad, add_bos_token absent (llama.cpp's default: add BOS).
+LLAMA_SENTENCEPIECE = dict(TINY["llama"], pre=None, sentencepiece=dict())
 
 
-def write_tiny_gguf(path, arch="llama", mixtral_experts=False):
-    spec = TINY[arch]
+def write_tokenizer(w, spec, samples, spoil=None):
+    """The byte-level BPE vocabulary, or the SentencePiece one the spec asks
+    for; `spoil` breaks it the way a refused file does. Returns its size."""
+    sp = spec.get("sentencepiece")
+    if sp is None:
+        tokens, types, merges = tokenizer_vocabulary()
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre(spec["pre"])
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges(merges)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_unk_token_id(0)
+        w.add_pad_token_id(2)
+        return len(tokens)
+    return write_sentencepiece_tokenizer(w, samples, spoil=spoil, **sp)
+
+
+def write_tiny_gguf(path, arch="llama", mixtral_experts=False, spec=None, samples=(), spoil=None):
+    spec = spec or TINY[arch]
     rng = np.random.default_rng(3)
-    tokens, types, merges = tokenizer_vocabulary()
-    vocab, hidden, ffn, layers = len(tokens), 64, 128, 2
+    hidden, ffn, layers = 64, 128, 2
     heads, kv_heads, head_dim = spec["heads"], spec["kv_heads"], spec["head_dim"]
     w = GGUFWriter(path, arch=arch)
     w.add_context_length(256)
@@ -112,16 +147,8 @@ def write_tiny_gguf(path, arch="llama", mixtral_experts=False):
     if mixtral_experts:
         w.add_expert_count(4)
         w.add_expert_used_count(2)
+    vocab = write_tokenizer(w, spec, samples, spoil)
     w.add_vocab_size(vocab)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(spec["pre"])
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_pad_token_id(2)
     w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
 
     def add(name, shape, qtype, offset=0.0):
@@ -195,10 +222,24 @@ EXTRA_KEYS = {
     "gemma3": ["sliding_window", "query_pre_attn_scalar", "hidden_activation", "layer_types"],
     "phi3": ["partial_rotary_factor", "sliding_window"],
 }
-BPE_TOKENIZER_ARCHITECTURES = {"llama", "qwen2", "qwen3", "qwen3moe"}
 
 
-def compare(ftcore, gguf_path, out_dir, label, arch="llama"):
+def compare_tokenizers(folder, name, out_dir, label, texts):
+    ref = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    ours = AutoTokenizer.from_pretrained(out_dir)
+    assert type(ours) is type(ref), f"{label}: the folder loads as {type(ours).__name__}, the GGUF as {type(ref).__name__}"
+    for text in texts:
+        for special in (True, False):
+            a = ours(text, add_special_tokens=special).input_ids
+            b = ref(text, add_special_tokens=special).input_ids
+            assert a == b, f"{label}: token ids differ on {text!r} (special tokens {special}): {a} vs {b}"
+            for skip in (False, True):
+                da, db = ours.decode(a, skip_special_tokens=skip), ref.decode(b, skip_special_tokens=skip)
+                assert da == db, f"{label}: decoding {a} differs (skip special {skip}): {da!r} vs {db!r}"
+    return f"the tokenizer ({type(ours).__name__}, {len(texts)} texts)"
+
+
+def compare(ftcore, gguf_path, out_dir, label, arch="llama", texts=CORPUS, byte_level=True):
     subprocess.run([ftcore, "convert", gguf_path, out_dir], check=True)
     folder, name = os.path.dirname(gguf_path), os.path.basename(gguf_path)
     ref = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
@@ -214,15 +255,12 @@ def compare(ftcore, gguf_path, out_dir, label, arch="llama"):
     for key in keys:
         assert getattr(ref_cfg, key, None) == getattr(our_cfg, key, None), \
             f"{label}: config {key}: {getattr(ref_cfg, key, None)} vs {getattr(our_cfg, key, None)}"
-    checked = f"{len(keys)} config fields"
-    if arch in BPE_TOKENIZER_ARCHITECTURES:
-        ref_tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    checked = f"{len(keys)} config fields and " + compare_tokenizers(folder, name, out_dir, label, texts)
+    if byte_level:  # byte-level BPE gives every text back exactly
         our_tok = AutoTokenizer.from_pretrained(out_dir)
-        for text in CORPUS:
-            a, b = our_tok(text).input_ids, ref_tok(text).input_ids
-            assert a == b, f"{label}: token ids differ on {text!r}: {a} vs {b}"
-            assert our_tok.decode(a) == text, f"{label}: decode does not round-trip {text!r}"
-        checked += f" and the tokenizer ({len(CORPUS)} texts)"
+        for text in texts:
+            assert our_tok.decode(our_tok(text, add_special_tokens=False).input_ids) == text, \
+                f"{label}: decode does not round-trip {text!r}"
     print(f"{label}: {type(ours).__name__}, {len(our_sd)} tensors bit-identical to transformers' GGUF loading; "
           f"{checked} agree")
 
@@ -247,11 +285,17 @@ def write_olmo2(path):
 
 def main():
     ftcore = sys.argv[1]
+    samples, _ = build_corpus()
+    texts = CORPUS + samples
     with tempfile.TemporaryDirectory() as tmp:
-        for arch in TINY:
-            tiny = os.path.join(tmp, f"tiny-{arch}.gguf")
-            write_tiny_gguf(tiny, arch)
-            compare(ftcore, tiny, os.path.join(tmp, f"tiny-{arch}-hf"), f"tiny {arch}", arch)
+        cases = [(f"tiny {arch}", arch, TINY[arch]) for arch in TINY]
+        cases.append(("tiny llama (SentencePiece)", "llama", LLAMA_SENTENCEPIECE))
+        for label, arch, spec in cases:
+            tiny = os.path.join(tmp, label.replace(" ", "-").replace("(", "").replace(")", "") + ".gguf")
+            write_tiny_gguf(tiny, arch, spec=spec, samples=samples)
+            sentencepiece = "sentencepiece" in spec
+            compare(ftcore, tiny, tiny[:-len(".gguf")] + "-hf", label, arch,
+                    texts=texts if sentencepiece else CORPUS, byte_level=not sentencepiece)
         mixtral = os.path.join(tmp, "mixtral.gguf")
         write_tiny_gguf(mixtral, "llama", mixtral_experts=True)
         expect_refused(ftcore, mixtral, os.path.join(tmp, "mixtral-hf"), "llama with experts", "mixture-of-experts")
@@ -259,13 +303,18 @@ def main():
         write_olmo2(olmo2)
         expect_refused(ftcore, olmo2, os.path.join(tmp, "olmo2-hf"), "olmo2",
                        "architecture 'olmo2' is not supported by ftcore convert (llama, qwen2, qwen3")
+        for spoil, needle in [("tokenizer model", "tokenizer.ggml.model 'bert' is not supported"),
+                              ("scores", "tokenizer.ggml.scores is missing"),
+                              ("token type", "tokenizer.ggml.token_type[300] is 9, not a llama.cpp token type")]:
+            bad = os.path.join(tmp, spoil.replace(" ", "-") + ".gguf")
+            write_tiny_gguf(bad, "phi3", samples=samples, spoil=spoil)
+            expect_refused(ftcore, bad, os.path.join(tmp, "bad-hf"), f"phi3 with a bad {spoil}", f"{bad}: {needle}")
         default = sys.argv[2] if len(sys.argv) > 2 else ""
         if default and os.path.exists(default):
             compare(ftcore, default, os.path.join(tmp, "default-hf"), "default model")
         else:
             print(f"SKIPPED the default-model comparison: {default or '(no path)'} is not present "
                   f"(third_party/setup_defaults.sh fetches it)")
-
 
 if __name__ == "__main__":
     main()

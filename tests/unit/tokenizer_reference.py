@@ -14,8 +14,11 @@ Trains small BPE tokenizers at test time, one per family ftcore supports:
   unk         Digits + Metaspace ("always"), Replace normalizer, unk fused,
               end_of_word_suffix, Roberta post-processor
   splits      Split with every behavior (and invert), continuing_subword_prefix
-and writes, for each (and for the default model's tokenizer when its folder
-is given), what HF gives on every sample: ids without and with special
+plus three GGUF files holding a SentencePiece vocabulary (sentencepiece_gguf.py)
+for a llama, a gemma3 and a phi3, whose reference is transformers' own GGUF
+tokenizer load (ftcore reads them through its GGUF -> tokenizer.json
+conversion); and writes, for each (and for the default model's tokenizer
+when its folder is given), what HF gives on every sample: ids without and with special
 tokens, decode with and without skipping special tokens, and the decoding of
 random id sequences. Chat renders come from apply_chat_template (those of
 Qwen3, SmolLM3, Gemma and Phi from chat_template_reference.py).
@@ -30,6 +33,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_tokenizer_corpus import build_corpus  # noqa: E402
 from chat_template_reference import chat_family_cases  # noqa: E402
+from sentencepiece_gguf import write_sentencepiece_tokenizer  # noqa: E402
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers  # noqa: E402
 from tokenizers import processors, trainers  # noqa: E402
@@ -188,6 +192,27 @@ BUILDERS = {"gpt2": build_gpt2, "llama3": build_llama3, "qwen2": build_qwen2, "l
             "metaspace": build_metaspace, "unk": build_unk, "splits": build_splits}
 
 
+# GGUF SentencePiece vocabularies: architecture -> pad token and add_bos/add_eos flags.
+GGUF_SENTENCEPIECE = {"llama": {}, "gemma3": {"pad": "<pad>"}, "phi3": {"pad": "<|im_end|>", "add_bos": False,
+                                                                        "add_eos": True}}
+
+
+def gguf_sentencepiece_tokenizer(folder, arch, training):
+    """The GGUF at folder/tokenizer.gguf, and the tokenizer transformers builds from it."""
+    import numpy as np
+    from gguf import GGUFWriter
+    from transformers import AutoTokenizer
+    w = GGUFWriter(os.path.join(folder, "tokenizer.gguf"), arch=arch)
+    w.add_block_count(1)
+    write_sentencepiece_tokenizer(w, training, **GGUF_SENTENCEPIECE[arch])
+    w.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return AutoTokenizer.from_pretrained(folder, gguf_file="tokenizer.gguf").backend_tokenizer
+
+
 def expectations(tok, samples, rng):
     out = {"ids": [], "ids_special": [], "decoded": [], "decoded_skip": [], "random_ids": [], "random_decoded": [],
            "random_decoded_skip": []}
@@ -262,6 +287,14 @@ def main():
         folders["default"] = default_model
     for name, folder in folders.items():
         tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+        with open(os.path.join(out_dir, name + ".expected.json"), "w", encoding="utf-8") as f:
+            json.dump(expectations(tok, samples, rng), f, ensure_ascii=False)
+        manifest["tokenizers"].append(name)
+    for arch in GGUF_SENTENCEPIECE:
+        name = "gguf-" + arch
+        folder = os.path.join(out_dir, name)
+        os.makedirs(folder, exist_ok=True)
+        tok = gguf_sentencepiece_tokenizer(folder, arch, training)
         with open(os.path.join(out_dir, name + ".expected.json"), "w", encoding="utf-8") as f:
             json.dump(expectations(tok, samples, rng), f, ensure_ascii=False)
         manifest["tokenizers"].append(name)

@@ -2,8 +2,9 @@
 // (with and without special tokens), decoding (with and without skipping
 // special tokens, also of random id sequences) on a corpus of Debian text and
 // generated scripts/emoji/whitespace, for seven tokenizers trained at test
-// time (tokenizer_reference.py) and the default model's; GGUF loading against
-// the converted folder; chat templates against apply_chat_template; malformed
+// time (tokenizer_reference.py) and the default model's; GGUF SentencePiece
+// vocabularies against transformers' GGUF load; GGUF loading against the
+// converted folder; chat templates against apply_chat_template; malformed
 // tokenizer.json files refused with the file and the problem.
 #include <algorithm>
 #include <cctype>
@@ -72,7 +73,7 @@ struct Reference {
   static std::string current_stamp() {
     const fs::path here = fs::path(FTCORE_SOURCE_DIR) / "tests/unit";
     std::string scripts = read_text(here / "tokenizer_reference.py") + read_text(here / "make_tokenizer_corpus.py") +
-                          read_text(here / "chat_template_reference.py");
+                          read_text(here / "chat_template_reference.py") + read_text(here / "sentencepiece_gguf.py");
     std::vector<fs::path> templates;
     for (const auto& entry : fs::directory_iterator(here / "chat_templates")) templates.push_back(entry.path());
     std::sort(templates.begin(), templates.end());
@@ -186,6 +187,21 @@ TEST_P(TokenizerFamily, SameIdsAndDecodingAsHfTokenizers) {
 
 INSTANTIATE_TEST_SUITE_P(Trained, TokenizerFamily,
                          ::testing::Values("gpt2", "llama3", "qwen2", "llama2", "metaspace", "unk", "splits"));
+
+// A GGUF SentencePiece vocabulary, read through ftcore's conversion to
+// tokenizer.json, against transformers' own load of the GGUF: each
+// architecture's pipeline (llama, gemma3, phi3) and the merges derived from
+// scores (or, for Gemma, file order).
+class TokenizerGgufSentencePiece : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerGgufSentencePiece, SameIdsAndDecodingAsTransformersGgufLoad) {
+  const std::string name = "gguf-" + GetParam();
+  auto file = gguf::File::open(reference().dir / name / "tokenizer.gguf");
+  auto tok = Tokenizer::from_gguf(*file);
+  expect_same_as_hf(*tok, name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, TokenizerGgufSentencePiece, ::testing::Values("llama", "gemma3", "phi3"));
 
 TEST(TokenizerDefaultModel, SameIdsAndDecodingAsHfTokenizers) {
   if (!fs::exists(kDefaultModel / "tokenizer.json"))

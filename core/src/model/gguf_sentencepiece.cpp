@@ -31,11 +31,10 @@ struct Flavour {
 Flavour flavour_of(const std::string& architecture) {
   if (architecture == "gemma" || architecture == "gemma2" || architecture == "gemma3")
     return {"GemmaTokenizer", {"<unk>", "<bos>", "<eos>", "<pad>", "<mask>"}, true, false};
-  // Phi-3 has no tokenizer class of its own in transformers: its pipeline
-  // is only in tokenizer.json, which TokenizersBackend loads as it is (a
-  // class with its own constructor would rebuild its own pipeline).
-  if (architecture == "phi3") return {"TokenizersBackend", {"<unk>", "<s>", "</s>"}, false, true};
-  return {"LlamaTokenizer", {"<unk>", "<s>", "</s>"}, false, false};
+  // The class transformers gives a GGUF Llama or Phi-3 tokenizer: it loads
+  // tokenizer.json as it is (LlamaTokenizer would rebuild its own pipeline,
+  // not Phi-3's); the special tokens are LlamaTokenizer's, which builds it.
+  return {"TokenizersBackend", {"<unk>", "<s>", "</s>"}, false, architecture == "phi3"};
 }
 
 ordered_json string_pattern(const std::string& s) { return {{"String", s}}; }
