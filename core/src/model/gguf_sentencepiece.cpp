@@ -145,36 +145,37 @@ ordered_json merges(const gguf::File& file, const Flavour& f, const std::vector<
 }
 
 // The added tokens, as transformers registers them: the class's special
-// tokens first, then control tokens (special), then user-defined ones (not
-// special; this overrides an earlier registration), then the special tokens
-// the file names; a token already registered keeps its entry. A name absent
-// from the vocabulary is left out (transformers would append it with an id
-// past the vocabulary, which the model has no embedding for).
+// tokens, control tokens (special), user-defined ones (not special), the
+// special tokens the file names. Special sticks: a token once registered
+// special is skipped when decoding with skip_special_tokens even after a
+// registration as user-defined (Gemma's "<mask>"). A name absent from the
+// vocabulary is left out (transformers would append it with an id past the
+// vocabulary, which the model has no embedding for).
 ordered_json added_tokens(const gguf::File& file, const Flavour& f, const Vocabulary& vocab, const TokenIds& ids) {
   struct Added {
     int64_t id;
     bool special;
   };
   std::unordered_map<std::string, Added> added;
-  auto add = [&](const std::string& content, bool special, bool override_existing) {
+  auto add = [&](const std::string& content, bool special) {
     const int64_t id = ids.find(content);
     if (id < 0) return;
-    auto [it, inserted] = added.try_emplace(content, Added{id, special});
-    if (!inserted && override_existing) it->second.special = special;
+    auto it = added.try_emplace(content, Added{id, special}).first;
+    it->second.special = it->second.special || special;
   };
-  for (const std::string& t : f.class_special_tokens) add(t, true, false);
+  for (const std::string& t : f.class_special_tokens) add(t, true);
   for (size_t id = 0; id < vocab.tokens.size(); ++id) {
     if (vocab.types[id] != gguf_vocab::kControl) continue;
     if (ids.find(vocab.tokens[id]) < 0)
       throw std::runtime_error(file.path().string() + ": tokenizer.ggml.tokens[" + std::to_string(id) +
                                "] is a control token of spaces only, which a Gemma vocabulary respells");
-    add(vocab.tokens[id], true, false);
+    add(vocab.tokens[id], true);
   }
   for (size_t id = 0; id < vocab.tokens.size(); ++id)
-    if (vocab.types[id] == gguf_vocab::kUserDefined) add(vocab.tokens[id], false, true);
+    if (vocab.types[id] == gguf_vocab::kUserDefined) add(vocab.tokens[id], false);
   for (const char* key : {"bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id"}) {
     const std::string t = gguf_vocab::named_token(file, vocab.tokens, key);
-    if (!t.empty()) add(t, true, false);
+    if (!t.empty()) add(t, true);
   }
   std::vector<std::pair<std::string, Added>> sorted(added.begin(), added.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.id < b.second.id; });
