@@ -9,6 +9,7 @@ transformers ranks Gemma's merges by file order. Gemma's vocabulary also
 holds whitespace tokens spelled with spaces, as its GGUF files do.
 """
 import functools
+import json
 
 import numpy as np
 from gguf import TokenType
@@ -16,17 +17,19 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 
 @functools.lru_cache(maxsize=1)
-def learned_pieces(samples):
-    """The pieces of a BPE with byte fallback and Metaspace trained on the corpus, by rank."""
+def trained_bpe(samples):
+    """A BPE with byte fallback and Metaspace trained on the corpus: its pieces by rank, and its merges."""
     trained = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>"))
     trained.pre_tokenizer = pre_tokenizers.Metaspace()
     trained.train_from_iterator(samples, trainers.BpeTrainer(vocab_size=600, limit_alphabet=150, show_progress=False))
-    return [t for t, _ in sorted(trained.get_vocab().items(), key=lambda kv: kv[1])]
+    pieces = [t for t, _ in sorted(trained.get_vocab().items(), key=lambda kv: kv[1])]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in json.loads(trained.to_str())["model"]["merges"]]
+    return pieces, merges
 
 
 def sentencepiece_vocabulary(arch, samples):
     """Tokens, scores and types (see the module docstring)."""
-    learned = learned_pieces(tuple(samples))
+    learned, _ = trained_bpe(tuple(samples))
     gemma = arch.startswith("gemma")
     if gemma:
         head = [("<pad>", TokenType.CONTROL), ("<eos>", TokenType.CONTROL), ("<bos>", TokenType.CONTROL),
@@ -49,11 +52,12 @@ def sentencepiece_vocabulary(arch, samples):
 
 
 
-def write_sentencepiece_tokenizer(w, samples, pad=None, add_bos=None, add_eos=None, spoil=None):
+def write_sentencepiece_tokenizer(w, samples, pad=None, add_bos=None, add_eos=None, merges=False, spoil=None):
     """The vocabulary of w.arch into GGUFWriter `w`, with BOS/EOS/UNK ids, the
-    pad token named (none when None) and the add_bos/add_eos flags (absent
-    when None); `spoil` breaks it the way a file ftcore refuses is broken.
-    Returns the vocabulary size."""
+    pad token named (none when None), the add_bos/add_eos flags (absent when
+    None) and, with `merges`, the trained BPE's merges (which transformers
+    then takes instead of deriving them); `spoil` breaks it the way a file
+    ftcore refuses is broken. Returns the vocabulary size."""
     tokens, scores, types = sentencepiece_vocabulary(w.arch, samples)
     if spoil == "token type":
         types[300] = 9
@@ -63,6 +67,8 @@ def write_sentencepiece_tokenizer(w, samples, pad=None, add_bos=None, add_eos=No
     if spoil != "scores":
         w.add_token_scores(scores)
     w.add_token_types(types)
+    if merges:
+        w.add_token_merges(trained_bpe(tuple(samples))[1])
     ids = {t: i for i, t in enumerate(tokens)}
     gemma = w.arch.startswith("gemma")
     w.add_bos_token_id(ids["<bos>" if gemma else "<s>"])

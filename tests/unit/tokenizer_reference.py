@@ -14,8 +14,9 @@ Trains small BPE tokenizers at test time, one per family ftcore supports:
   unk         Digits + Metaspace ("always"), Replace normalizer, unk fused,
               end_of_word_suffix, Roberta post-processor
   splits      Split with every behavior (and invert), continuing_subword_prefix
-plus three GGUF files holding a SentencePiece vocabulary (sentencepiece_gguf.py)
-for a llama, a gemma3 and a phi3, whose reference is transformers' own GGUF
+plus four GGUF files holding a SentencePiece vocabulary (sentencepiece_gguf.py)
+for a llama (with merges derived from scores, and with merges listed), a
+gemma3 and a phi3, whose reference is transformers' own GGUF
 tokenizer load (ftcore reads them through its GGUF -> tokenizer.json
 conversion); and writes, for each (and for the default model's tokenizer
 when its folder is given), what HF gives on every sample: ids without and with special
@@ -192,19 +193,21 @@ BUILDERS = {"gpt2": build_gpt2, "llama3": build_llama3, "qwen2": build_qwen2, "l
             "metaspace": build_metaspace, "unk": build_unk, "splits": build_splits}
 
 
-# GGUF SentencePiece vocabularies: architecture -> pad token and add_bos/add_eos flags.
-GGUF_SENTENCEPIECE = {"llama": {}, "gemma3": {"pad": "<pad>"}, "phi3": {"pad": "<|im_end|>", "add_bos": False,
-                                                                        "add_eos": True}}
+# GGUF SentencePiece vocabularies: name -> architecture, and the pad token, add_bos/add_eos flags, merges listed.
+GGUF_SENTENCEPIECE = {"llama": ("llama", {}), "gemma3": ("gemma3", {"pad": "<pad>"}),
+                      "phi3": ("phi3", {"pad": "<|im_end|>", "add_bos": False, "add_eos": True}),
+                      "llama-merges": ("llama", {"merges": True})}
 
 
-def gguf_sentencepiece_tokenizer(folder, arch, training):
+def gguf_sentencepiece_tokenizer(folder, name, training):
     """The GGUF at folder/tokenizer.gguf, and the tokenizer transformers builds from it."""
     import numpy as np
     from gguf import GGUFWriter
     from transformers import AutoTokenizer
+    arch, options = GGUF_SENTENCEPIECE[name]
     w = GGUFWriter(os.path.join(folder, "tokenizer.gguf"), arch=arch)
     w.add_block_count(1)
-    write_sentencepiece_tokenizer(w, training, **GGUF_SENTENCEPIECE[arch])
+    write_sentencepiece_tokenizer(w, training, **options)
     w.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -290,11 +293,11 @@ def main():
         with open(os.path.join(out_dir, name + ".expected.json"), "w", encoding="utf-8") as f:
             json.dump(expectations(tok, samples, rng), f, ensure_ascii=False)
         manifest["tokenizers"].append(name)
-    for arch in GGUF_SENTENCEPIECE:
-        name = "gguf-" + arch
+    for gguf_name in GGUF_SENTENCEPIECE:
+        name = "gguf-" + gguf_name
         folder = os.path.join(out_dir, name)
         os.makedirs(folder, exist_ok=True)
-        tok = gguf_sentencepiece_tokenizer(folder, arch, training)
+        tok = gguf_sentencepiece_tokenizer(folder, gguf_name, training)
         with open(os.path.join(out_dir, name + ".expected.json"), "w", encoding="utf-8") as f:
             json.dump(expectations(tok, samples, rng), f, ensure_ascii=False)
         manifest["tokenizers"].append(name)

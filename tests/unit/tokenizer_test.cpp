@@ -190,8 +190,8 @@ INSTANTIATE_TEST_SUITE_P(Trained, TokenizerFamily,
 
 // A GGUF SentencePiece vocabulary, read through ftcore's conversion to
 // tokenizer.json, against transformers' own load of the GGUF: each
-// architecture's pipeline (llama, gemma3, phi3) and the merges derived from
-// scores (or, for Gemma, file order).
+// architecture's pipeline (llama, gemma3, phi3), the merges derived from
+// scores (for Gemma from file order) or listed in the file (llama-merges).
 class TokenizerGgufSentencePiece : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerGgufSentencePiece, SameIdsAndDecodingAsTransformersGgufLoad) {
@@ -201,7 +201,7 @@ TEST_P(TokenizerGgufSentencePiece, SameIdsAndDecodingAsTransformersGgufLoad) {
   expect_same_as_hf(*tok, name);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, TokenizerGgufSentencePiece, ::testing::Values("llama", "gemma3", "phi3"));
+INSTANTIATE_TEST_SUITE_P(Architectures, TokenizerGgufSentencePiece, ::testing::Values("llama", "gemma3", "phi3", "llama-merges"));
 
 TEST(TokenizerDefaultModel, SameIdsAndDecodingAsHfTokenizers) {
   if (!fs::exists(kDefaultModel / "tokenizer.json"))
