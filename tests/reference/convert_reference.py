@@ -13,6 +13,9 @@
    (and rope parameters) equal; the tokenizer is compared only where
    transformers builds it from a byte-level BPE vocabulary (llama, qwen*: it
    picks its converter by architecture, SentencePiece's for Gemma and Phi-3).
+   For the architectures in RUN_AFTER_CONVERT (qwen3moe), ftcore also loads
+   the folder it wrote and runs it: `ftcore generate` greedy on two prompts
+   prints what transformers' generate prints from the same folder.
 3. Files ftcore must refuse (an architecture it does not convert, a Mixtral-
    style llama with experts) exit non-zero naming the problem.
 4. When the default model's GGUF is present (setup fetched it), the first
@@ -196,6 +199,25 @@ EXTRA_KEYS = {
     "phi3": ["partial_rotary_factor", "sliding_window"],
 }
 BPE_TOKENIZER_ARCHITECTURES = {"llama", "qwen2", "qwen3", "qwen3moe"}
+RUN_AFTER_CONVERT = {"qwen3moe"}
+PROMPTS = ["The capital of France is", "hello world"]
+NEW_TOKENS = 8
+
+
+def expect_ftcore_runs(ftcore, out_dir, model, tok, label):
+    """ftcore loads the folder it converted; its greedy text equals transformers' from that folder."""
+    for prompt in PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=NEW_TOKENS,
+                                 pad_token_id=model.generation_config.pad_token_id)
+        expected = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+        r = subprocess.run([ftcore, "generate", "--model", out_dir, "--dtype", "fp32", "--prompt", prompt,
+                            "--max-new-tokens", str(NEW_TOKENS)], capture_output=True, text=True)
+        got = r.stdout[:-1] if r.stdout.endswith("\n") else r.stdout  # the command ends with a newline
+        assert r.returncode == 0, f"{label}: ftcore generate failed on the converted folder: {r.stderr}"
+        assert got == expected, f"{label}: ftcore generated {got!r}, transformers {expected!r} for {prompt!r}"
+    print(f"{label}: ftcore loads the converted folder; greedy text on {len(PROMPTS)} prompts equals transformers'")
 
 
 def compare(ftcore, gguf_path, out_dir, label, arch="llama"):
@@ -223,6 +245,8 @@ def compare(ftcore, gguf_path, out_dir, label, arch="llama"):
             assert a == b, f"{label}: token ids differ on {text!r}: {a} vs {b}"
             assert our_tok.decode(a) == text, f"{label}: decode does not round-trip {text!r}"
         checked += f" and the tokenizer ({len(CORPUS)} texts)"
+        if arch in RUN_AFTER_CONVERT:
+            expect_ftcore_runs(ftcore, out_dir, ours.eval(), our_tok, label)
     print(f"{label}: {type(ours).__name__}, {len(our_sd)} tensors bit-identical to transformers' GGUF loading; "
           f"{checked} agree")
 
