@@ -24,6 +24,7 @@
 namespace fs = std::filesystem;
 using ftcore::ForwardInput;
 using ftcore::Model;
+using ftcore::testing::max_diff_on_tokens;
 using ftcore::testing::TempDir;
 
 namespace {
@@ -41,15 +42,9 @@ const at::Tensor& get(const ftcore::sdk::TensorMap& map, const std::string& name
   return *t;
 }
 
-void make_tiny(const TempDir& dir, const std::string& name) {
+void make_tiny_moe(const TempDir& dir, const std::string& name) {
   ftcore::testing::run_python("reference/moe_reference.py",
                               "tiny " + name + " " + ftcore::testing::shell_quote(dir.path().string()));
-}
-
-// max |a - b| over the positions where mask is 1; a, b [B, T, V].
-double max_diff_on_tokens(const at::Tensor& a, const at::Tensor& b, const at::Tensor& mask) {
-  const at::Tensor keep = mask.ne(0).unsqueeze(-1);
-  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().masked_fill(keep.logical_not(), 0).max().item<double>();
 }
 
 struct Forward {
@@ -91,7 +86,7 @@ class MoeReference : public ::testing::TestWithParam<std::string> {};
 TEST_P(MoeReference, MatchesTransformersAndPeft) {
   ftcore::init_runtime();
   TempDir dir;
-  make_tiny(dir, GetParam());
+  make_tiny_moe(dir, GetParam());
   const auto ref = read_all(dir / "reference.safetensors");
   auto model = Model::from_pretrained(dir / "model");
   const auto& config = model->config();
@@ -193,6 +188,7 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
   // Merged into a fresh copy of the base: PEFT's merge_and_unload logits.
   {
     auto merged = Model::from_pretrained(dir / "model");
+    for (auto& p : merged->named_parameters()) p.tensor.set_requires_grad(false);
     auto folded = make_all_linear_lora();
     folded->apply(*merged);
     folded->load(read_all(dir / "adapter" / "adapter_model.safetensors"));
@@ -230,7 +226,7 @@ TEST(MoeModel, FusedAndPerExpertLayoutsLoadAlike) {
   TempDir dir;
   ftcore::testing::run_python("reference/moe_reference.py",
                               "fused mixtral " + ftcore::testing::shell_quote(dir.path().string()));
-  make_tiny(dir, "mixtral");
+  make_tiny_moe(dir, "mixtral");
   auto per_expert = Model::from_pretrained(dir / "model");
   auto fused = Model::from_pretrained(dir / "fused_model");
   const auto a = per_expert->named_parameters(), b = fused->named_parameters();
@@ -246,7 +242,7 @@ TEST(MoeModel, FusedAndPerExpertLayoutsLoadAlike) {
 TEST(MoeModel, ErrorsNameTheProblem) {
   ftcore::init_runtime();
   TempDir dir;
-  make_tiny(dir, "mixtral");
+  make_tiny_moe(dir, "mixtral");
   auto tensors = ftcore::read_model_tensors(dir / "model");
   const auto config = ftcore::read_model_config(dir / "model");
   Model model(config, at::TensorOptions().dtype(at::kFloat));
@@ -289,7 +285,7 @@ void expect_error(F what, const std::string& needle) {
 TEST(MoeModel, Qwen3MoeLayersAndTargets) {
   ftcore::init_runtime();
   TempDir dir;
-  make_tiny(dir, "qwen3_moe_mixed");
+  make_tiny_moe(dir, "qwen3_moe_mixed");
   nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "model" / "config.json"));
   auto parse = [&](const nlohmann::json& config) { return ftcore::parse_model_config(config.dump(), "config.json"); };
   nlohmann::json bad = j;
