@@ -1,4 +1,5 @@
-"""`ftcore run` on a tiny MixtralForCausalLM: 10 LoRA steps (all-linear) with the
+"""`ftcore run` on a tiny MixtralForCausalLM and a tiny Qwen3MoeForCausalLM (a
+dense layer between sparse ones, norm_topk_prob false): 10 LoRA steps (all-linear) with the
 router's load-balancing loss in the objective (output_router_logits in
 config.json). Checks that the loss falls, that every step logs
 router_aux_loss, and that step 1's value equals transformers' aux_loss on
@@ -19,20 +20,26 @@ import tiny_training as tt  # noqa: E402
 
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
-from transformers import MixtralConfig, MixtralForCausalLM  # noqa: E402
+from transformers import (AutoModelForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig,  # noqa: E402
+                          Qwen3MoeForCausalLM)
 
 AUX_TOLERANCE = 1e-6
+SHARED = dict(vocab_size=49152, hidden_size=64, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+              max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.05, tie_word_embeddings=True,
+              bos_token_id=1, eos_token_id=2, pad_token_id=2, output_router_logits=True, router_aux_loss_coef=0.02)
+FAMILIES = {
+    "mixtral": lambda: MixtralForCausalLM(MixtralConfig(**SHARED, num_hidden_layers=2, num_local_experts=4,
+                                                        num_experts_per_tok=2)),
+    "qwen3_moe": lambda: Qwen3MoeForCausalLM(Qwen3MoeConfig(**SHARED, num_hidden_layers=3, mlp_only_layers=[1],
+                                                            num_experts=4, num_experts_per_tok=2,
+                                                            moe_intermediate_size=48, norm_topk_prob=False)),
+}
 
 
-def make_mixtral(out):
+def make_model(out, family):
     torch.manual_seed(0)
-    config = MixtralConfig(vocab_size=49152, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
-                           num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
-                           max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.05,
-                           tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2,
-                           output_router_logits=True, router_aux_loss_coef=0.02)
     path = os.path.join(out, "model")
-    MixtralForCausalLM(config).save_pretrained(path, safe_serialization=True)
+    FAMILIES[family]().save_pretrained(path, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
         src = os.path.join(tt.DEFAULT_MODEL, name)
         if os.path.exists(src):
@@ -41,7 +48,7 @@ def make_mixtral(out):
 
 
 def transformers_aux_loss(model_path, batch_file):
-    model = MixtralForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).eval()
     b = load_file(batch_file)
     mask = (b["sequence_ids"] >= 0).long()
     with torch.no_grad():
@@ -50,10 +57,9 @@ def transformers_aux_loss(model_path, batch_file):
     return out.aux_loss.item()
 
 
-def main(ftcore):
-    tt.require_default_tokenizer()
+def train(ftcore, family):
     with tempfile.TemporaryDirectory() as out:
-        model = make_mixtral(out)
+        model = make_model(out, family)
         data = tt.make_data(out)
         recipe = tt.write_recipe(out, "moe", model, data, train=dict(max_steps=10, gradient_accumulation_steps=1),
                                  optimizer=dict(lr=3e-3))
@@ -65,18 +71,24 @@ def main(ftcore):
         run_dir = os.path.join(out, "runs", "moe")
         losses = tt.train_losses(run_dir)
         aux = tt.train_metric(run_dir, "router_aux_loss")
-        print(f"[ measure ] losses {losses[0]:.4f} -> {losses[-1]:.4f}; router_aux_loss {aux[0]:.6f} -> {aux[-1]:.6f}")
+        print(f"[ measure ] {family}: losses {losses[0]:.4f} -> {losses[-1]:.4f}; router_aux_loss {aux[0]:.6f} -> {aux[-1]:.6f}")
         assert len(losses) == 10 and len(aux) == 10, (losses, aux)
         assert losses[-1] < losses[0] - 0.05, f"the loss did not fall: {losses}"
         first_batch = sorted(glob.glob(os.path.join(dumps, "step-1-micro-*.safetensors")))
         assert len(first_batch) == 1, first_batch
         reference = transformers_aux_loss(model, first_batch[0])
-        print(f"[ measure ] step-1 aux loss {aux[0]:.8f} vs transformers {reference:.8f}: |diff| = "
+        print(f"[ measure ] {family}: step-1 aux loss {aux[0]:.8f} vs transformers {reference:.8f}: |diff| = "
               f"{abs(aux[0] - reference):.2e}")
         assert abs(aux[0] - reference) < AUX_TOLERANCE, (aux[0], reference)
         with open(os.path.join(run_dir, "adapter_config.json")) as f:
             targets = sorted(json.load(f)["target_modules"])
-        assert targets == ["k_proj", "o_proj", "q_proj", "v_proj"], targets
+        assert targets == ["k_proj", "o_proj", "q_proj", "v_proj"], targets  # PEFT's all-linear Linear modules
+
+
+def main(ftcore):
+    tt.require_default_tokenizer()
+    for family in FAMILIES:
+        train(ftcore, family)
     print("moe training: OK")
 
 

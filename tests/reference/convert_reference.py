@@ -21,6 +21,9 @@
    special-token look-alikes): ids with and without special tokens and
    decoding, ours (loaded from the folder) against transformers' own load of
    the GGUF, and of the same tokenizer class.
+   For the architectures in RUN_AFTER_CONVERT (qwen3moe), ftcore also loads
+   the folder it wrote and runs it: `ftcore generate` greedy on two prompts
+   prints what transformers' generate prints from the same folder.
 3. Files ftcore must refuse (an architecture it does not convert, a Mixtral-
    style llama with experts, a tokenizer model it does not know, a
    SentencePiece vocabulary without scores, a token type out of range) exit
@@ -222,6 +225,27 @@ EXTRA_KEYS = {
     "gemma3": ["sliding_window", "query_pre_attn_scalar", "hidden_activation", "layer_types"],
     "phi3": ["partial_rotary_factor", "sliding_window"],
 }
+RUN_AFTER_CONVERT = {"qwen3moe"}
+PROMPTS = ["The capital of France is", "hello world"]
+NEW_TOKENS = 8
+
+
+def expect_ftcore_runs(ftcore, out_dir, model, tok, label):
+    """ftcore loads the folder it converted; its greedy text equals transformers' from that folder."""
+    for prompt in PROMPTS:
+        ids = tok(prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=NEW_TOKENS,
+                                 pad_token_id=model.generation_config.pad_token_id)
+        # A random model emits byte tokens that may end inside a UTF-8 character: decode shows that
+        # incomplete tail as U+FFFD, ftcore's streamed detokenizer holds it back (nothing follows).
+        expected = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True).rstrip("\ufffd")
+        r = subprocess.run([ftcore, "generate", "--model", out_dir, "--dtype", "fp32", "--prompt", prompt,
+                            "--max-new-tokens", str(NEW_TOKENS)], capture_output=True, text=True)
+        got = r.stdout[:-1] if r.stdout.endswith("\n") else r.stdout  # the command ends with a newline
+        assert r.returncode == 0, f"{label}: ftcore generate failed on the converted folder: {r.stderr}"
+        assert got == expected and got, f"{label}: ftcore generated {got!r}, transformers {expected!r} for {prompt!r}"
+    print(f"{label}: ftcore loads the converted folder; greedy text on {len(PROMPTS)} prompts equals transformers'")
 
 
 def compare_tokenizers(folder, name, out_dir, label, texts, same_class):
@@ -264,6 +288,8 @@ def compare(ftcore, gguf_path, out_dir, label, arch="llama", texts=CORPUS, byte_
         for text in texts:
             assert our_tok.decode(our_tok(text, add_special_tokens=False).input_ids) == text, \
                 f"{label}: decode does not round-trip {text!r}"
+    if arch in RUN_AFTER_CONVERT:
+        expect_ftcore_runs(ftcore, out_dir, ours.eval(), AutoTokenizer.from_pretrained(out_dir), label)
     print(f"{label}: {type(ours).__name__}, {len(our_sd)} tensors bit-identical to transformers' GGUF loading; "
           f"{checked} agree")
 

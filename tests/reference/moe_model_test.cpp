@@ -1,9 +1,11 @@
-// Mixture-of-experts models (model_moe.h) against transformers and PEFT on
-// tiny random configs made at test time by tests/reference/moe_reference.py:
-// fp32 logits (left and right padding), each layer's router choices, the
-// load-balancing loss, LoRA gradients with the aux loss in the loss, PEFT
-// loading ftcore's adapter, greedy generation with the KV cache; both
-// checkpoint layouts (per-expert and fused); loading errors.
+// Mixture-of-experts models (model_moe.h: Mixtral, Qwen3-MoE with dense and
+// sparse layers mixed) against transformers and PEFT on tiny random configs
+// made at test time by tests/reference/moe_reference.py: which layers are
+// sparse, fp32 logits (left and right padding, packed rows), each layer's
+// router choices, the load-balancing loss, all-linear's picks, LoRA gradients
+// with the aux loss in the loss, merge vs merge_and_unload, PEFT loading
+// ftcore's adapter, greedy generation with the KV cache; both checkpoint
+// layouts (per-expert and fused); loading and targeting errors.
 // Shapes: B rows, T tokens, V vocabulary, N = B x T, K experts per token.
 #include <fstream>
 
@@ -16,11 +18,13 @@
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
 #include "ftcore/sdk/adapter.h"
+#include "model_reference_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
 using ftcore::ForwardInput;
 using ftcore::Model;
+using ftcore::testing::max_diff_on_tokens;
 using ftcore::testing::TempDir;
 
 namespace {
@@ -28,6 +32,7 @@ namespace {
 constexpr double kLogitTolerance = 1e-5;  // fp32, transformers' op order
 constexpr double kAuxTolerance = 1e-6;
 constexpr double kGradTolerance = 1e-6;
+const std::vector<int64_t> kPackedLengths = {5, 9, 4};  // moe_reference.py's PACKED_LENGTHS
 
 ftcore::sdk::TensorMap read_all(const fs::path& file) { return ftcore::safetensors::File::open(file)->read_all(); }
 
@@ -37,15 +42,9 @@ const at::Tensor& get(const ftcore::sdk::TensorMap& map, const std::string& name
   return *t;
 }
 
-void make_tiny(const TempDir& dir, const std::string& name) {
+void make_tiny_moe(const TempDir& dir, const std::string& name) {
   ftcore::testing::run_python("reference/moe_reference.py",
                               "tiny " + name + " " + ftcore::testing::shell_quote(dir.path().string()));
-}
-
-// max |a - b| over the positions where mask is 1; a, b [B, T, V].
-double max_diff_on_tokens(const at::Tensor& a, const at::Tensor& b, const at::Tensor& mask) {
-  const at::Tensor keep = mask.ne(0).unsqueeze(-1);
-  return (a.to(at::kFloat) - b.to(at::kFloat)).abs().masked_fill(keep.logical_not(), 0).max().item<double>();
 }
 
 struct Forward {
@@ -74,17 +73,31 @@ at::Tensor training_loss(Model& model, const ftcore::sdk::TensorMap& ref, const 
                   ftcore::load_balancing_loss(f.router, c.num_experts, c.num_experts_per_tok, get(ref, "attention_mask"));
 }
 
+std::shared_ptr<ftcore::sdk::Adapter> make_lora(const std::vector<std::string>& targets) {
+  const auto& entry = ftcore::testing::in_tree_entry(ftcore::sdk::ComponentKind::Adapter, "lora");
+  return ftcore::testing::in_tree_registry().create_adapter(
+      entry, ftcore::testing::options_for(entry, {{"r", int64_t{4}}, {"alpha", 8.0}, {"target_modules", targets}}));
+}
+
+std::shared_ptr<ftcore::sdk::Adapter> make_all_linear_lora() { return make_lora({"all-linear"}); }
+
 class MoeReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MoeReference, MatchesTransformersAndPeft) {
   ftcore::init_runtime();
   TempDir dir;
-  make_tiny(dir, GetParam());
+  make_tiny_moe(dir, GetParam());
   const auto ref = read_all(dir / "reference.safetensors");
   auto model = Model::from_pretrained(dir / "model");
   const auto& config = model->config();
   ASSERT_TRUE(config.is_moe());
   const at::Tensor mask = get(ref, "attention_mask");
+
+  // 0. The layers transformers made sparse (mlp_only_layers, decoder_sparse_step) are ftcore's.
+  const at::Tensor sparse = get(ref, "sparse_layers");
+  ASSERT_EQ(static_cast<int64_t>(config.sparse_layers.size()), sparse.size(0));
+  for (int64_t i = 0; i < sparse.size(0); ++i)
+    EXPECT_EQ(config.sparse_layers[i], sparse[i].item<bool>()) << "layer " << i;
 
   // 1. Logits, router choices and the aux loss.
   {
@@ -107,6 +120,17 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
     std::cout << "[ measure ] " << GetParam() << " aux loss " << aux << " vs transformers " << aux_ref
               << ": |diff| = " << std::abs(aux - aux_ref) << "\n";
     EXPECT_LT(std::abs(aux - aux_ref), kAuxTolerance);
+
+    // Packed rows: three sequences in one row give transformers' logits of each sequence alone.
+    const at::Tensor alone = get(ref, "packed_alone");  // [1, 18, V]
+    ForwardInput packed;
+    packed.input_ids = get(ref, "packed_ids");
+    packed.sequence_ids = ftcore::testing::packed_sequence_ids(kPackedLengths, packed.input_ids.size(1));
+    const at::Tensor packed_logits = model->forward(packed).to(at::kFloat).narrow(1, 0, alone.size(1));
+    const double packed_diff = (packed_logits - alone).abs().max().item<double>();
+    std::cout << "[ measure ] " << GetParam() << " packed row vs transformers (each sequence alone) max |logit diff| = "
+              << packed_diff << "\n";
+    EXPECT_LT(packed_diff, kLogitTolerance);
   }
 
   // 2. Greedy generation with the KV cache.
@@ -125,16 +149,22 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
     }
   }
 
-  // 3. LoRA (all-linear: the attention projections, as PEFT's target_modules) with the aux loss in the loss.
-  const auto& entry = ftcore::testing::in_tree_entry(ftcore::sdk::ComponentKind::Adapter, "lora");
-  auto adapter = ftcore::testing::in_tree_registry().create_adapter(
-      entry, ftcore::testing::options_for(entry, {{"r", int64_t{4}}, {"alpha", 8.0},
-                                                  {"target_modules", std::vector<std::string>{"all-linear"}}}));
+  // 3. LoRA (all-linear: the Linear modules PEFT's all-linear adapts) with the aux loss in the loss.
   for (auto& p : model->named_parameters()) p.tensor.set_requires_grad(false);
+  auto adapter = make_all_linear_lora();
   const auto groups = adapter->apply(*model);
   ASSERT_EQ(groups.size(), 1u);
-  for (const auto& p : groups[0].params)
+  std::vector<std::string> adapted;
+  for (const auto& p : groups[0].params) {
     EXPECT_TRUE(p.name.find(".self_attn.") != std::string::npos) << p.name << ": only attention is adapted";
+    const std::string module = p.name.substr(0, p.name.find(".lora_"));
+    if (std::find(adapted.begin(), adapted.end(), module) == adapted.end()) adapted.push_back(module);
+  }
+  const nlohmann::json peft_picks = nlohmann::json::parse(std::ifstream(dir / "all_linear.json"));
+  EXPECT_EQ(adapted, peft_picks["modules"].get<std::vector<std::string>>()) << "all-linear picks other Linear modules than PEFT";
+  std::cout << "[ measure ] " << GetParam() << " all-linear: the " << adapted.size()
+            << " Linear modules PEFT's all-linear adapts; PEFT's target_parameters (router, experts: not built) add "
+            << peft_picks["parameters"].dump() << "\n";
   adapter->load(read_all(dir / "adapter" / "adapter_model.safetensors"));
   model->module().train();
   const Forward f = run(*model, ref);
@@ -155,6 +185,21 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
   EXPECT_LT(grad_diff, kGradTolerance);
   EXPECT_GT(grad_scale, 1e-3) << "gradients too small for the comparison to mean much";
 
+  // Merged into a fresh copy of the base: PEFT's merge_and_unload logits.
+  {
+    auto merged = Model::from_pretrained(dir / "model");
+    for (auto& p : merged->named_parameters()) p.tensor.set_requires_grad(false);
+    auto folded = make_all_linear_lora();
+    folded->apply(*merged);
+    folded->load(read_all(dir / "adapter" / "adapter_model.safetensors"));
+    folded->merge(*merged);
+    at::NoGradGuard no_grad;
+    merged->module().eval();
+    const double merge_diff = max_diff_on_tokens(run(*merged, ref).logits, get(ref, "merged_logits"), mask);
+    std::cout << "[ measure ] " << GetParam() << " merged vs PEFT merge_and_unload max |logit diff| = " << merge_diff << "\n";
+    EXPECT_LT(merge_diff, kLogitTolerance);
+  }
+
   // 4. PEFT loads the adapter ftcore writes (after an SGD step, so the values are ftcore's own).
   {
     at::NoGradGuard no_grad;
@@ -172,7 +217,8 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
   EXPECT_LT(loaded["max_diff"].get<double>(), kLogitTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, MoeReference, ::testing::Values("mixtral", "mixtral_window_top1"));
+INSTANTIATE_TEST_SUITE_P(Configs, MoeReference,
+                         ::testing::Values("mixtral", "mixtral_window_top1", "qwen3_moe_mixed", "qwen3_moe_step2_window"));
 
 // transformers 5's in-memory names (fused experts) load to the same weights as the per-expert layout.
 TEST(MoeModel, FusedAndPerExpertLayoutsLoadAlike) {
@@ -180,7 +226,7 @@ TEST(MoeModel, FusedAndPerExpertLayoutsLoadAlike) {
   TempDir dir;
   ftcore::testing::run_python("reference/moe_reference.py",
                               "fused mixtral " + ftcore::testing::shell_quote(dir.path().string()));
-  make_tiny(dir, "mixtral");
+  make_tiny_moe(dir, "mixtral");
   auto per_expert = Model::from_pretrained(dir / "model");
   auto fused = Model::from_pretrained(dir / "fused_model");
   const auto a = per_expert->named_parameters(), b = fused->named_parameters();
@@ -196,7 +242,7 @@ TEST(MoeModel, FusedAndPerExpertLayoutsLoadAlike) {
 TEST(MoeModel, ErrorsNameTheProblem) {
   ftcore::init_runtime();
   TempDir dir;
-  make_tiny(dir, "mixtral");
+  make_tiny_moe(dir, "mixtral");
   auto tensors = ftcore::read_model_tensors(dir / "model");
   const auto config = ftcore::read_model_config(dir / "model");
   Model model(config, at::TensorOptions().dtype(at::kFloat));
@@ -221,6 +267,50 @@ TEST(MoeModel, ErrorsNameTheProblem) {
   } catch (const ftcore::ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("'num_experts_per_tok' must be in 1..4"), std::string::npos) << e.what();
   }
+}
+
+// `what` throws an exception whose message contains `needle`.
+template <typename Exception, typename F>
+void expect_error(F what, const std::string& needle) {
+  try {
+    what();
+    ADD_FAILURE() << "accepted; expected an error saying: " << needle;
+  } catch (const Exception& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// Qwen3-MoE: bad layer lists are refused by name; the dense MLP layers stay
+// Linear slots, but LoRA refuses to target them (PEFT reads those names as the experts).
+TEST(MoeModel, Qwen3MoeLayersAndTargets) {
+  ftcore::init_runtime();
+  TempDir dir;
+  make_tiny_moe(dir, "qwen3_moe_mixed");
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "model" / "config.json"));
+  auto parse = [&](const nlohmann::json& config) { return ftcore::parse_model_config(config.dump(), "config.json"); };
+  nlohmann::json bad = j;
+  bad["mlp_only_layers"] = {2, 4};
+  expect_error<ftcore::ModelError>([&] { parse(bad); }, "mlp_only_layers: 4 is not a layer index (0..3)");
+  bad = j;
+  bad["decoder_sparse_step"] = 0;
+  expect_error<ftcore::ModelError>([&] { parse(bad); }, "'decoder_sparse_step' must be positive");
+  bad = j;
+  bad["num_experts"] = 5;  // the 4.x name of num_local_experts, disagreeing with it
+  expect_error<ftcore::ModelError>([&] { parse(bad); }, "'num_local_experts' and 'num_experts'");
+  bad = j;
+  bad.erase("num_local_experts");
+  bad["num_experts"] = 4;  // a 4.x config.json
+  EXPECT_EQ(parse(bad).num_experts, 4);
+  bad["mlp_only_layers"] = {0, 1, 2, 3};
+  EXPECT_FALSE(parse(bad).is_moe()) << "every layer dense: a dense model";
+
+  auto model = Model::from_pretrained(dir / "model");
+  const auto paths = model->linear_paths();
+  EXPECT_NE(std::find(paths.begin(), paths.end(), "model.layers.2.mlp.gate_proj"), paths.end());
+  EXPECT_EQ(std::find(paths.begin(), paths.end(), "model.layers.1.mlp.gate_proj"), paths.end());
+  for (auto& p : model->named_parameters()) p.tensor.set_requires_grad(false);
+  expect_error<std::exception>([&] { make_lora({"q_proj", "down_proj"})->apply(*model); },
+                               "model.layers.2.mlp.down_proj, a dense MLP of a Qwen3-MoE model");
 }
 
 }  // namespace

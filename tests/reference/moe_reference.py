@@ -1,8 +1,10 @@
 """transformers' and PEFT's side of moe_model_test (tests/unit/moe_model_test.cpp).
 
 Tiny random mixture-of-experts models (fixed seeds), always computed with
-transformers' own classes (MixtralForCausalLM) and peft; nothing here is
-taken from ftcore's output.
+transformers' own classes (MixtralForCausalLM, Qwen3MoeForCausalLM) and peft;
+nothing here is taken from ftcore's output. The Qwen3-MoE configs mix sparse
+and dense layers (mlp_only_layers, decoder_sparse_step), one renormalising
+the top-K probabilities and one not (norm_topk_prob false, sliding window).
 
   tiny NAME OUT   OUT/model: save_pretrained (safetensors; transformers 5 writes the
                   per-expert layout, block_sparse_moe.experts.E.w1 ...);
@@ -10,12 +12,19 @@ taken from ftcore's output.
                   (an unpadded, a left- and a right-padded row), labels (-100 on padding),
                   fp32 logits, aux_loss (outputs.aux_loss with the attention mask),
                   router_experts [layers, B*T, K] (the indices each layer's router
-                  returned, recorded by a forward hook), generated [3, 12] and
+                  returned, recorded by a forward hook), sparse_layers [layers] (bool:
+                  the layer's mlp is the sparse block), generated [3, 12] and
                   prompts [3, 6] (greedy generate with the KV cache,
                   ending at EOS 2; -1 pads a row that ended early), and for LoRA:
                   lora_loss (outputs.loss = cross-entropy + router_aux_loss_coef x
                   aux_loss) and "grad.<name>" of every LoRA tensor after its backward.
+                  merged_logits (that adapter's merge_and_unload, fp32 logits of the batch),
+                  packed_ids [1, 20] (sequences of PACKED_LENGTHS, then padding) and
+                  packed_alone [1, 18, V] (each sequence's logits run alone).
                   OUT/adapter: that adapter (PEFT save_pretrained), A and B random.
+                  OUT/all_linear.json: what PEFT's target_modules="all-linear" adapts:
+                  "modules" (Linear modules, lora.Linear) and "parameters" (the
+                  router / experts through target_parameters).
   fused NAME OUT  the same model saved with transformers 5's fused expert names
                   (mlp.experts.gate_up_proj / down_proj) to OUT/fused_model.
   load DIR MODEL  loads the PEFT adapter in DIR on MODEL and prints the max |logit
@@ -32,7 +41,8 @@ from model_reference import batch_inputs as padded_batch  # noqa: E402
 
 import torch  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
-from transformers import MixtralConfig, MixtralForCausalLM  # noqa: E402
+from transformers import (AutoModelForCausalLM, MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig,  # noqa: E402
+                          Qwen3MoeForCausalLM)
 
 warnings.filterwarnings("ignore")
 
@@ -44,9 +54,18 @@ TINY = {
     "mixtral": (MixtralForCausalLM, MixtralConfig(**COMMON, num_local_experts=4, num_experts_per_tok=2)),
     "mixtral_window_top1": (MixtralForCausalLM, MixtralConfig(**COMMON, num_local_experts=5, num_experts_per_tok=1,
                                                               sliding_window=6)),
+    # Layer 2 dense (mlp_only_layers), head_dim other than hidden / heads, top-K renormalised, q/k/v/o biases.
+    "qwen3_moe_mixed": (Qwen3MoeForCausalLM, Qwen3MoeConfig(
+        **dict(COMMON, num_hidden_layers=4), head_dim=32, attention_bias=True, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=40, norm_topk_prob=True, mlp_only_layers=[2])),
+    # Layers 1 and 3 sparse (decoder_sparse_step 2), the top-K probabilities as they are, every layer sliding.
+    "qwen3_moe_step2_window": (Qwen3MoeForCausalLM, Qwen3MoeConfig(
+        **dict(COMMON, num_hidden_layers=4), num_experts=6, num_experts_per_tok=3, moe_intermediate_size=24,
+        norm_topk_prob=False, decoder_sparse_step=2, use_sliding_window=True, sliding_window=6)),
 }
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]  # what ftcore's all-linear adapts on these models
 LORA_RANK, LORA_ALPHA = 4, 8
+PACKED_LENGTHS, PACKED_WIDTH = [5, 9, 4], 20
 
 
 def batch_inputs(vocab, seed):
@@ -64,10 +83,10 @@ def make_model(name):
 
 
 def record_router_choices(model):
-    """Each sparse layer's router indices [B*T, K], as the router module returned them."""
+    """Each sparse layer's router indices [B*T, K], as the router module returned them (dense layers have none)."""
     chosen = []
     hooks = [layer.mlp.gate.register_forward_hook(lambda m, i, out: chosen.append(out[2].detach()))
-             for layer in model.model.layers]
+             for layer in model.model.layers if hasattr(layer.mlp, "gate")]
     return chosen, hooks
 
 
@@ -84,6 +103,33 @@ def write_generation(model, vocab, reference):
         generated.append(torch.cat([new, torch.full((12 - new.numel(),), -1, dtype=new.dtype)]))
     reference["prompts"] = prompts
     reference["generated"] = torch.stack(generated)
+
+
+def write_packed(model, vocab, reference):
+    """Three sequences in one row for ftcore's packed forward; transformers runs each alone."""
+    g = torch.Generator().manual_seed(11)
+    ids = torch.randint(3, vocab, (1, PACKED_WIDTH), generator=g)
+    alone, start = [], 0
+    with torch.no_grad():
+        for n in PACKED_LENGTHS:
+            alone.append(model(input_ids=ids[:, start:start + n]).logits.float())
+            start += n
+    reference["packed_ids"] = ids
+    reference["packed_alone"] = torch.cat(alone, dim=1)
+
+
+def write_all_linear(name, out):
+    """What PEFT's all-linear adapts on this model: Linear modules, and parameters (router, experts)."""
+    from peft import LoraConfig, get_peft_model
+    from peft.tuners.lora import Linear as LoraLinear
+    peft_model = get_peft_model(make_model(name), LoraConfig(r=LORA_RANK, target_modules="all-linear"))
+    modules, parameters = [], []
+    for n, m in peft_model.named_modules():
+        if not hasattr(m, "lora_A") or not m.lora_A:
+            continue
+        (modules if isinstance(m, LoraLinear) else parameters).append(n.removeprefix("base_model.model."))
+    with open(os.path.join(out, "all_linear.json"), "w") as f:
+        json.dump({"modules": modules, "parameters": parameters}, f)
 
 
 def write_lora(model, out, inputs, reference):
@@ -105,6 +151,10 @@ def write_lora(model, out, inputs, reference):
         if p.requires_grad:
             name = n.removeprefix("base_model.model.").replace(".default.", ".")
             reference["grad." + name] = p.grad.detach().contiguous()
+    peft_model.eval()
+    with torch.no_grad():
+        merged = peft_model.merge_and_unload()
+        reference["merged_logits"] = merged(input_ids=ids, attention_mask=mask, position_ids=positions).logits.float()
 
 
 def write_tiny(name, out):
@@ -118,8 +168,11 @@ def write_tiny(name, out):
         h.remove()
     reference = {"input_ids": ids, "attention_mask": mask, "position_ids": positions, "labels": labels,
                  "logits": result.logits.float().contiguous(), "aux_loss": result.aux_loss.float().reshape(1),
-                 "router_experts": torch.stack(chosen)}
+                 "router_experts": torch.stack(chosen),
+                 "sparse_layers": torch.tensor([hasattr(layer.mlp, "gate") for layer in model.model.layers])}
     write_generation(model, model.config.vocab_size, reference)
+    write_packed(model, model.config.vocab_size, reference)
+    write_all_linear(name, out)
     write_lora(model, out, (ids, mask, positions, labels), reference)
     save_file({k: v.contiguous() for k, v in reference.items()}, os.path.join(out, "reference.safetensors"))
 
@@ -139,14 +192,14 @@ def load_adapter(adapter_dir, model_dir):
     from peft import PeftModel
     from safetensors.torch import load_file
     ids, mask, _, _ = batch_inputs(96, 7)
-    base = MixtralForCausalLM.from_pretrained(model_dir).eval()
+    base = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     peft_model = PeftModel.from_pretrained(base, adapter_dir).eval()
     with torch.no_grad():
         with_adapter = peft_model(input_ids=ids, attention_mask=mask).logits
     config = json.load(open(os.path.join(adapter_dir, "adapter_config.json")))
     scale = config["lora_alpha"] / config["r"]
     tensors = load_file(os.path.join(adapter_dir, "adapter_model.safetensors"))
-    merged = MixtralForCausalLM.from_pretrained(model_dir).eval()
+    merged = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     with torch.no_grad():
         modules = dict(merged.named_modules())
         for key, a in tensors.items():

@@ -57,6 +57,15 @@ void configure_mistral(const json& j, ModelConfig& c, const std::string& origin)
   std::fill(c.layer_windows.begin(), c.layer_windows.end(), get_int(j, "sliding_window", 0, origin));
 }
 
+// The expert counts both MoE families share: E experts, top K of them per token.
+void check_expert_counts(const ModelConfig& c, const std::string& origin, const char* experts_key) {
+  if (c.num_experts <= 0)
+    fail(origin, std::string("'") + experts_key + "' must be positive, got " + std::to_string(c.num_experts));
+  if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
+    fail(origin, "'num_experts_per_tok' must be in 1.." + std::to_string(c.num_experts) + ", got " +
+                     std::to_string(c.num_experts_per_tok));
+}
+
 // MixtralConfig's experts: num_local_experts of intermediate_size each, top
 // num_experts_per_tok, renormalised, in every layer; Mistral's windows.
 void configure_mixtral(const json& j, ModelConfig& c, const std::string& origin) {
@@ -68,10 +77,7 @@ void configure_mixtral(const json& j, ModelConfig& c, const std::string& origin)
   c.router_aux_loss_coef = get_number(j, "router_aux_loss_coef", 0.001, origin);
   c.output_router_logits = get_bool(j, "output_router_logits", false, origin);
   c.sparse_layers.assign(c.num_layers, true);
-  if (c.num_experts <= 0) fail(origin, "'num_local_experts' must be positive, got " + std::to_string(c.num_experts));
-  if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
-    fail(origin, "'num_experts_per_tok' must be in 1.." + std::to_string(c.num_experts) + ", got " +
-                     std::to_string(c.num_experts_per_tok));
+  check_expert_counts(c, origin, "num_local_experts");
   // Jitter multiplies the router's input by uniform noise in training; not built.
   const double jitter = get_number(j, "router_jitter_noise", 0.0, origin);
   if (jitter != 0.0)
@@ -87,6 +93,54 @@ void configure_qwen3(const json& j, ModelConfig& c, const std::string& origin) {
   read_biases(j, c, origin, false);
   c.qk_norm = QkNorm::per_head;
   qwen_windows(j, c, origin);
+}
+
+// Qwen3MoeConfig: Qwen3's attention (q/k norm, attention_bias); experts of
+// moe_intermediate_size, top num_experts_per_tok, renormalised only with
+// norm_topk_prob. Layer i is sparse unless listed in mlp_only_layers or
+// (i + 1) % decoder_sparse_step != 0; the others keep the dense MLP of
+// intermediate_size. num_experts (4.x configs) is num_local_experts (what
+// transformers 5 writes, its attribute_map); 0 experts = a dense model.
+// use_sliding_window slides every layer (Qwen3MoeModel builds one mask from
+// sliding_window, its class default 4096, null = none): no max_window_layers.
+void configure_qwen3_moe(const json& j, ModelConfig& c, const std::string& origin) {
+  read_biases(j, c, origin, false);
+  c.qk_norm = QkNorm::per_head;
+  if (get_bool(j, "use_sliding_window", false, origin) && !(j.contains("sliding_window") && j.at("sliding_window").is_null()))
+    std::fill(c.layer_windows.begin(), c.layer_windows.end(), get_int(j, "sliding_window", 4096, origin));
+
+  const char* experts_key = has(j, "num_local_experts") ? "num_local_experts" : "num_experts";
+  if (has(j, "num_local_experts") && has(j, "num_experts") &&
+      get_int(j, "num_local_experts", origin) != get_int(j, "num_experts", origin))
+    fail(origin, "'num_local_experts' and 'num_experts' (the same setting) disagree");
+  const int64_t experts = get_int(j, experts_key, 128, origin);
+  const int64_t step = get_int(j, "decoder_sparse_step", 1, origin);
+  if (step <= 0) fail(origin, "'decoder_sparse_step' must be positive, got " + std::to_string(step));
+  std::vector<bool> sparse(c.num_layers, false);
+  for (int64_t i = 0; i < c.num_layers; ++i) sparse[i] = experts > 0 && (i + 1) % step == 0;
+  if (has(j, "mlp_only_layers")) {
+    const json& dense = j.at("mlp_only_layers");
+    if (!dense.is_array()) fail(origin, "'mlp_only_layers' must be a list of layer indices, got " + dense.dump());
+    for (const json& layer : dense) {
+      if (!layer.is_number_integer() || layer.get<int64_t>() < 0 || layer.get<int64_t>() >= c.num_layers)
+        fail(origin, "mlp_only_layers: " + layer.dump() + " is not a layer index (0.." +
+                         std::to_string(c.num_layers - 1) + ")");
+      sparse[layer.get<int64_t>()] = false;
+    }
+  }
+  if (experts < 0) fail(origin, std::string("'") + experts_key + "' must be positive, got " + std::to_string(experts));
+  if (experts == 0 || std::none_of(sparse.begin(), sparse.end(), [](bool s) { return s; }))
+    return;  // every layer dense: the model is Qwen3 with its MLPs
+  c.num_experts = experts;
+  c.num_experts_per_tok = get_int(j, "num_experts_per_tok", 8, origin);
+  c.moe_intermediate_size = get_int(j, "moe_intermediate_size", 768, origin);
+  if (c.moe_intermediate_size <= 0)
+    fail(origin, "'moe_intermediate_size' must be positive, got " + std::to_string(c.moe_intermediate_size));
+  c.norm_topk_prob = get_bool(j, "norm_topk_prob", false, origin);
+  c.router_aux_loss_coef = get_number(j, "router_aux_loss_coef", 0.001, origin);
+  c.output_router_logits = get_bool(j, "output_router_logits", false, origin);
+  c.sparse_layers = std::move(sparse);
+  check_expert_counts(c, origin, experts_key);
 }
 
 // SmolLM3: no_rope_layers[i] = 1 where layer i applies RoPE (default: every
@@ -202,6 +256,8 @@ const std::vector<ModelFamily>& all_families() {
       {"MixtralForCausalLM", "mixtral", false, false, 4096 * 32, 1e6, false, "hidden_act", "silu", configure_mixtral},
       {"Qwen2ForCausalLM", "qwen2", false, false, 32768, 10000.0, false, "hidden_act", "silu", configure_qwen2},
       {"Qwen3ForCausalLM", "qwen3", true, true, 32768, 10000.0, false, "hidden_act", "silu", configure_qwen3},
+      {"Qwen3MoeForCausalLM", "qwen3_moe", false, false, 32768, 10000.0, false, "hidden_act", "silu",
+       configure_qwen3_moe},
       {"SmolLM3ForCausalLM", "smollm3", false, false, 32768, 2000000.0, true, "hidden_act", "silu", configure_smollm3},
       {"Olmo2ForCausalLM", "olmo2", true, false, 2048, 10000.0, false, "hidden_act", "silu", configure_olmo2},
       {"GraniteForCausalLM", "granite", true, false, 2048, 10000.0, false, "hidden_act", "silu", configure_granite},

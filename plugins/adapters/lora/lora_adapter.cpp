@@ -87,7 +87,8 @@ std::vector<sdk::ParamGroupSpec> LoraAdapter::apply(sdk::ModelView& model) {
   std::vector<std::string> param_names;
   for (const auto& p : params) param_names.push_back(p.name);
 
-  targets_ = select_lora_targets(paths, model.num_layers(), options_);
+  targets_ = select_lora_targets(peft_addressable_slots(model.architecture(), paths, options_), model.num_layers(),
+                                 options_);
   const SaveTargets save = select_modules_to_save(paths, param_names, options_);
   for (const auto& slot : save.slots)
     if (std::find(targets_.paths.begin(), targets_.paths.end(), slot) != targets_.paths.end())

@@ -140,6 +140,31 @@ LoraTargets select_lora_targets(const std::vector<std::string>& linear_paths, in
   return out;
 }
 
+std::vector<std::string> peft_addressable_slots(const std::string& architecture,
+                                                const std::vector<std::string>& linear_paths, const LoraOptions& o) {
+  static const std::vector<std::string> qwen3_moe_mlp = {".mlp.gate_proj", ".mlp.up_proj", ".mlp.down_proj"};
+  if (architecture != "Qwen3MoeForCausalLM") return linear_paths;
+  const bool use_regex = !o.target_regex.empty();
+  const std::regex target_regex = use_regex ? compile(o.target_regex, "target_regex") : std::regex();
+  std::vector<std::string> kept;
+  for (const auto& path : linear_paths) {
+    if (std::none_of(qwen3_moe_mlp.begin(), qwen3_moe_mlp.end(), [&](const auto& s) { return ends_with(path, s); })) {
+      kept.push_back(path);
+      continue;
+    }
+    const bool named = use_regex ? std::regex_match(path, target_regex)
+                                 : !o.all_linear() && std::any_of(o.target_modules.begin(), o.target_modules.end(),
+                                                                  [&](const auto& n) { return matches_name(path, n); });
+    if (named)
+      throw std::invalid_argument(
+          (use_regex ? "target_regex \"" + o.target_regex + "\"" : std::string("target_modules")) + " selects " +
+          path + ", a dense MLP of a Qwen3-MoE model: PEFT reads gate_proj/up_proj/down_proj on " + architecture +
+          " as the experts' fused parameters, so it could not load that adapter (the experts are not "
+          "adaptable in ftcore yet); target the attention projections (q_proj, k_proj, v_proj, o_proj)");
+  }
+  return kept;
+}
+
 SaveTargets select_modules_to_save(const std::vector<std::string>& linear_paths,
                                    const std::vector<std::string>& param_names, const LoraOptions& o) {
   SaveTargets out;

@@ -6,7 +6,8 @@
 //  - a path matching a modules_to_save name as a whole dotted segment run
 //    (regex "(^|.*\.)NAME($|\..*)") is never adapted either;
 //  - target_regex: adapted when the regex matches the whole path;
-//  - target_modules ["all-linear"]: every Linear slot but the output layer (lm_head);
+//  - target_modules ["all-linear"]: every Linear slot but the output layer (lm_head)
+//    among those PEFT can address (peft_addressable_slots);
 //  - target_modules names: a path equal to a name is adapted; a path ending
 //    with "." + name is adapted when its layer index (the first numbered
 //    segment, "model.layers.N.") is in layers_to_transform (or that is empty);
@@ -42,6 +43,19 @@ struct SaveTargets {
 // `param_names`: the model's named parameters before apply().
 SaveTargets select_modules_to_save(const std::vector<std::string>& linear_paths,
                                    const std::vector<std::string>& param_names, const LoraOptions& options);
+
+// The Linear slots PEFT can address on a model of `architecture`. PEFT 0.21
+// on transformers 5 reads a Qwen3-MoE's MLP projection names (gate_proj,
+// up_proj, down_proj) as its fused experts' parameters for every way of
+// targeting (names, full paths, regexes, all-linear; peft/utils/
+// transformers_weight_conversion.py, _MOE_TARGET_MODULE_MAPPING "qwen2_moe"),
+// so the dense MLP layers of such a model (mlp_only_layers,
+// decoder_sparse_step) are never adapted there: all-linear leaves them out
+// here too, and targets that name one are refused (PEFT would load such an
+// adapter onto the experts instead). Other architectures: `linear_paths` as given.
+std::vector<std::string> peft_addressable_slots(const std::string& architecture,
+                                                const std::vector<std::string>& linear_paths,
+                                                const LoraOptions& options);
 
 // The index N of "....<segment>.N....", PEFT's default layer pattern; -1 when none.
 int64_t layer_index_of(const std::string& path);

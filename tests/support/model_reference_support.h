@@ -1,6 +1,7 @@
-// What the model tests share: the tiny reference models of
-// tests/reference/model_reference.py (made at test time with transformers)
-// and masked logit comparisons. Shapes: B rows, T tokens, V vocabulary.
+// What the model tests share (model_test, model_families_test,
+// moe_model_test): the tiny reference models of
+// tests/reference/model_reference.py (made at test time with transformers),
+// masked logit comparisons and packed rows. Shapes: B rows, T tokens, V vocabulary.
 #pragma once
 
 #include <filesystem>
