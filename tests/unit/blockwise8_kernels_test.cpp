@@ -185,8 +185,7 @@ TEST(Blockwise8KernelsTest, DequantizeEveryCode) {
   std::vector<uint8_t> codes;
   std::vector<float> absmax;
   for (float a : absmaxes) {
-    for (int rep = 0; rep < 1; ++rep)
-      for (int c = 0; c < 256; ++c) codes.push_back(static_cast<uint8_t>((c * 37 + 11) & 255));
+    for (int c = 0; c < 256; ++c) codes.push_back(static_cast<uint8_t>((c * 37 + 11) & 255));  // every code, shuffled
     absmax.push_back(a);
   }
   codes.resize(codes.size() - 40);  // a short last block
