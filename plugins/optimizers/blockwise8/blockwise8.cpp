@@ -26,6 +26,24 @@ QuantMap make_quant_map(const std::array<float, 256>& code) {
     while (c < 255 && midpoints[c] < grid) ++c;
     m.lut[k] = static_cast<uint8_t>(c);
   }
+  if (m.lut[kLutSize - 1] != 255)
+    throw std::invalid_argument("make_quant_map: the map's last midpoint is not below 1 (rounding table ends at code " +
+                                std::to_string(m.lut[kLutSize - 1]) + ", expected 255)");
+  std::array<uint16_t, 255> step_at;
+  int k = 0;
+  for (int i = 0; i < 255; ++i) {
+    while (m.lut[k] <= i) ++k;  // ends: lut[65535] == 255 > i
+    step_at[i] = static_cast<uint16_t>(k);
+  }
+  m.search_tree.fill(0);
+  for (int l = 0; l < 8; ++l) {
+    const int half = 128 >> l;  // the search's step at level l
+    for (int r = 0; r < (1 << l); ++r) {
+      int j = 0;  // the node: r's l bits reversed (the decisions so far, first one highest)
+      for (int b = 0; b < l; ++b) j |= ((r >> b) & 1) << (l - 1 - b);
+      m.search_tree[(1 << l) - 1 + r] = step_at[(2 * j + 1) * half - 1];
+    }
+  }
   return m;
 }
 

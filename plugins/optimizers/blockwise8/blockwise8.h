@@ -29,13 +29,22 @@ inline constexpr int64_t kStateBlock = 256;
 // Points of the rounding grid on [-1, 1].
 inline constexpr int kLutSize = 65536;
 
-// A map and its rounding table.
+// A map, its rounding table, and the same table as the 255 grid indices at
+// which its code steps up (the vector kernels search those instead of
+// looking bytes up; code_search_avx512.h has the rule and the proof):
+//   step_at[i] = min{k : lut[k] > i},  so  lut[k] = #{i : step_at[i] <= k},
+// stored level by level for a binary search that records its decision at
+// level l in bit l (code bit 7 - l): with rev_l(r) the l-bit reversal of r,
+// search_tree[2^l - 1 + r] = step_at[(2 rev_l(r) + 1) * 2^(7-l) - 1], l = 0..7; [255] unused.
 struct QuantMap {
   std::array<float, 256> code;
   std::array<uint8_t, kLutSize> lut;
+  std::array<uint16_t, 256> search_tree;
 };
 
-// Builds the rounding table of a sorted 256-entry map.
+// Builds the rounding table and search tree of a sorted 256-entry map; throws
+// std::invalid_argument when a midpoint of the map is not below 1 (the code
+// would not reach 255 on the grid, which the search tree assumes).
 QuantMap make_quant_map(const std::array<float, 256>& code);
 // bitsandbytes' dynamic maps (dynamic_map.h) with their tables, built once per process.
 const QuantMap& signed_quant_map();    // exp_avg

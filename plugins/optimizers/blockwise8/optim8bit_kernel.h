@@ -6,7 +6,8 @@
 // operations and every fp32 rounding). One pass over every tensor of a step:
 // per 256-element block the state is dequantized with the old absmax, updated
 // in fp32, the parameter is updated from the fp32 state, and the state is
-// requantized with the block's new absmax (blockwise8.h). Chunks of the
+// requantized with the block's new absmax (blockwise8.h; the AVX-512 build
+// does both in registers, code_search_avx512.h). Chunks of the
 // SDK's multi-tensor scheduler start at multiples of 65536, so every block
 // lies in one chunk. Compiled for generic x86-64, AVX2 and AVX-512, chosen at
 // run time (sdk/cpu_isa.h; FTCORE_CPU_ISA caps the choice).
@@ -106,6 +107,11 @@ struct Lion8bitKernels {
 struct Optim8bitKernels {
   Adam8bitKernels adam;
   Lion8bitKernels lion;
+  // The ISA's block codec over a whole state (blocks of 256; codes[numel],
+  // absmax[ceil(numel/256)]), equal to quantize_blockwise / dequantize_blockwise
+  // with the signed or unsigned dynamic map; what the steps use, exposed for tests.
+  void (*quantize_state)(const float* x, int64_t numel, bool is_signed, uint8_t* codes, float* absmax);
+  void (*dequantize_state)(const uint8_t* codes, const float* absmax, int64_t numel, bool is_signed, float* out);
 };
 Optim8bitKernels generic_kernels();
 Optim8bitKernels avx2_kernels();

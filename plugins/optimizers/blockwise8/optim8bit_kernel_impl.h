@@ -8,6 +8,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -39,21 +43,51 @@ inline float block_absmax(const float* __restrict x, int64_t len) {
   return amax;
 }
 
-// Requantizes one block of fp32 state: new absmax, then codes. The grid
-// points are computed in a vector loop, the table lookups (bytes, which no
-// x86 gather loads) in a scalar one.
-inline void requantize_block(const float* __restrict x, int64_t len, const uint8_t* __restrict lut,
-                             uint8_t* __restrict codes, float* __restrict absmax) {
+#if defined(__AVX512BW__)
+#include "code_search_avx512.h"
+using Codec = VectorCodec;
+#else
+// One map's table lookups, scalar: the reference rule of blockwise8.h.
+struct ScalarCodec {
+  explicit ScalarCodec(const QuantMap& map) : map_(map) {}
+  void dequantize(const uint8_t* __restrict q, int64_t len, float absmax, float* __restrict out) const {
+    for (int64_t j = 0; j < len; ++j) out[j] = map_.code[q[j]] * absmax;
+  }
+  // The grid points are computed in a vector loop, the table lookups (bytes,
+  // which no x86 gather loads) in a scalar one.
+  void requantize(const float* __restrict x, int64_t len, float inv, uint8_t* __restrict codes) const {
+    alignas(64) int32_t grid[kStateBlock];
+    for (int64_t j = 0; j < len; ++j) grid[j] = grid_point(x[j], inv);
+    for (int64_t j = 0; j < len; ++j) codes[j] = map_.lut[static_cast<uint16_t>(grid[j])];
+  }
+  const QuantMap& map_;
+};
+using Codec = ScalarCodec;
+#endif
+
+// Requantizes one block (len <= 256) of fp32 state: new absmax, then codes.
+inline void requantize_block(const float* __restrict x, int64_t len, const Codec& codec, uint8_t* __restrict codes,
+                             float* __restrict absmax) {
   const float amax = block_absmax(x, len);
   *absmax = amax;
   if (amax == 0.0f) {
-    for (int64_t j = 0; j < len; ++j) codes[j] = 0;
+    std::memset(codes, 0, static_cast<size_t>(len));
     return;
   }
-  const float inv = 1.0f / amax;
-  alignas(64) int32_t grid[kStateBlock];
-  for (int64_t j = 0; j < len; ++j) grid[j] = grid_point(x[j], inv);
-  for (int64_t j = 0; j < len; ++j) codes[j] = lut[static_cast<uint16_t>(grid[j])];
+  codec.requantize(x, len, 1.0f / amax, codes);
+}
+
+// Whole states in blocks of 256, for the tests of each ISA's codec.
+void quantize_state(const float* x, int64_t numel, bool is_signed, uint8_t* codes, float* absmax) {
+  const Codec codec(quant_map(is_signed));
+  for (int64_t b0 = 0; b0 < numel; b0 += kStateBlock)
+    requantize_block(x + b0, std::min(kStateBlock, numel - b0), codec, codes + b0, absmax + b0 / kStateBlock);
+}
+
+void dequantize_state(const uint8_t* codes, const float* absmax, int64_t numel, bool is_signed, float* out) {
+  const Codec codec(quant_map(is_signed));
+  for (int64_t b0 = 0; b0 < numel; b0 += kStateBlock)
+    codec.dequantize(codes + b0, std::min(kStateBlock, numel - b0), absmax[b0 / kStateBlock], out + b0);
 }
 
 inline float sign_of(float c) { return static_cast<float>((c > 0.0f) - (c < 0.0f)); }
@@ -77,10 +111,7 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
     }
     return;
   }
-  const QuantMap& map1 = signed_quant_map();
-  const QuantMap& map2 = unsigned_quant_map();
-  const float* __restrict code1 = map1.code.data();
-  const float* __restrict code2 = map2.code.data();
+  const Codec codec1(signed_quant_map()), codec2(unsigned_quant_map());
   alignas(64) float m[kStateBlock];
   alignas(64) float v[kStateBlock];
   for (int64_t b0 = begin; b0 < end; b0 += kStateBlock) {
@@ -92,10 +123,8 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
     T* __restrict pb = p + b0;
     const T* __restrict gb = g + b0;
     // Dequantize first, then update in a loop of float arithmetic only (it vectorizes).
-    for (int64_t j = 0; j < len; ++j) {
-      m[j] = code1[q1[j]] * a1;
-      v[j] = code2[q2[j]] * a2;
-    }
+    codec1.dequantize(q1, len, a1, m);
+    codec2.dequantize(q2, len, a2, v);
     for (int64_t j = 0; j < len; ++j) {
       const float gi = static_cast<float>(gb[j]) * s.gnorm_scale;
       const float mi = std::fma(gi, s.one_minus_beta1, m[j] * s.beta1);
@@ -106,8 +135,8 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
       const float denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
       pb[j] = static_cast<T>(static_cast<float>(pb[j]) * s.decay + s.neg_lr_over_bc1 * mi / denom);
     }
-    requantize_block(m, len, map1.lut.data(), t.state1 + b0, t.absmax1 + blk);
-    requantize_block(v, len, map2.lut.data(), t.state2 + b0, t.absmax2 + blk);
+    requantize_block(m, len, codec1, t.state1 + b0, t.absmax1 + blk);
+    requantize_block(v, len, codec2, t.state2 + b0, t.absmax2 + blk);
   }
 }
 
@@ -127,8 +156,7 @@ void lion_chunk(const Lion8bitTensor& t, int64_t begin, int64_t end) {
     }
     return;
   }
-  const QuantMap& map1 = signed_quant_map();
-  const float* __restrict code1 = map1.code.data();
+  const Codec codec1(signed_quant_map());
   alignas(64) float m[kStateBlock];
   for (int64_t b0 = begin; b0 < end; b0 += kStateBlock) {
     const int64_t len = std::min(kStateBlock, end - b0);
@@ -137,7 +165,7 @@ void lion_chunk(const Lion8bitTensor& t, int64_t begin, int64_t end) {
     const uint8_t* __restrict q1 = t.state1 + b0;
     T* __restrict pb = p + b0;
     const T* __restrict gb = g + b0;
-    for (int64_t j = 0; j < len; ++j) m[j] = code1[q1[j]] * a1;
+    codec1.dequantize(q1, len, a1, m);
     for (int64_t j = 0; j < len; ++j) {
       const float gi = static_cast<float>(gb[j]) * s.gnorm_scale;
       const float mi = m[j];
@@ -145,7 +173,7 @@ void lion_chunk(const Lion8bitTensor& t, int64_t begin, int64_t end) {
       pb[j] = static_cast<T>(std::fma(sign_of(c), s.neg_lr, static_cast<float>(pb[j]) * s.decay));
       m[j] = std::fma(gi, s.one_minus_beta2, mi * s.beta2);
     }
-    requantize_block(m, len, map1.lut.data(), t.state1 + b0, t.absmax1 + blk);
+    requantize_block(m, len, codec1, t.state1 + b0, t.absmax1 + blk);
   }
 }
 
@@ -153,7 +181,9 @@ void lion_chunk(const Lion8bitTensor& t, int64_t begin, int64_t end) {
 
 Optim8bitKernels FTCORE_KERNEL_FACTORY() {
   return {{&adam_chunk<float>, &adam_chunk<c10::BFloat16>, &adam_chunk<c10::Half>},
-          {&lion_chunk<float>, &lion_chunk<c10::BFloat16>, &lion_chunk<c10::Half>}};
+          {&lion_chunk<float>, &lion_chunk<c10::BFloat16>, &lion_chunk<c10::Half>},
+          &quantize_state,
+          &dequantize_state};
 }
 
 }  // namespace ftcore::plugins::blockwise8

@@ -1,0 +1,183 @@
+// Blockwise 8-bit dequantize / requantize in AVX-512BW registers, for the
+// 8-bit optimizer kernels built for AVX-512 (optim8bit_kernel_impl.h includes
+// it into that translation unit's anonymous namespace only). Same codes and
+// values as the scalar rule of blockwise8.h, bit for bit; the proof is below
+// and tests/unit/blockwise8_kernels_test.cpp checks it exhaustively.
+//
+// Why: the scalar rule looks each code up in a 65536-byte table, one load per
+// element (x86 has no byte gather), and dequantizing looks up a float per
+// byte; on the 8-bit optimizer step those lookups cost more than the update
+// itself. Here both are register permutes, 16 or 32 lanes at a time.
+//
+// Dequantize: value = code[q] * absmax. The 256 map values sit in 16
+// registers as their upper and lower 16-bit halves; per half VPERMT2W picks
+// among 64 entries by the low 6 bits of q, bits 6 and 7 select among four
+// results, and the halves are interleaved back into the float's 32 bits.
+// Same bits, same product, same value.
+//
+// Requantize. Scalar rule (blockwise8.h, quantize_element.h), per element x
+// of a block with inv = 1 / absmax (fp32):
+//   key(x) = (uint16) trunc(fma((clamp(x * inv, -1, 1) + 1) * 0.5, 65535, 0.5))
+//   code(x) = lut[key(x)]
+// (1) The key. The vector code performs the same IEEE operations on each lane:
+//   x * inv, the clamp as max(-1, n) then min(1, n) (VMAXPS/VMINPS return
+//   their second operand when either is NaN, so a NaN n stays NaN exactly as
+//   the scalar n < -1 ? -1 : (n > 1 ? 1 : n) keeps it), + 1, * 0.5, one fused
+//   multiply-add, and VCVTTPS2DQ, the truncation the scalar cast compiles to
+//   (NaN gives INT32_MIN). The 32 -> 16-bit pack (VPACKUSDW) saturates: keys
+//   in [0, 65535] pass unchanged, INT32_MIN becomes 0 = (uint16) INT32_MIN.
+// (1') The clamp is skipped when inv is a normal float: then inv = (1/absmax)(1 + d),
+//   |d| <= 2^-24, and every non-NaN x has |x| <= absmax, so |x * inv| <= 1 + 2^-24
+//   before rounding, which rounds to at most 1 (1 + 2^-24 is the tie between 1 and
+//   1 + 2^-23 and goes to the even 1): clamping would change nothing, and a NaN
+//   is not clamped either way. (A subnormal or infinite inv keeps the clamp.)
+// (2) The code as a count. lut[k] = #{i : mid_i < grid(k)} with grid(k)
+//   non-decreasing in k (make_quant_map), so lut is non-decreasing with
+//   lut[65535] = 255 (make_quant_map checks it). With
+//   step_at[i] = min{k : lut[k] > i} (i = 0..254), lut[k] > i <=> k >= step_at[i],
+//   hence lut[k] = #{i : step_at[i] <= k} =: N(k), and step_at is sorted.
+// (3) The search. c starts at 0; for s = 128, 64, ..., 1:
+//   if (k >= step_at[c + s - 1]) c += s.
+//   Invariant: before the step of size s, c = 2s * floor(N / 2s) (true for
+//   s = 128 as N <= 255). Then c + s - 1 <= 254, and since step_at is sorted,
+//   k >= step_at[c + s - 1] <=> at least c + s entries are <= k <=> N >= c + s;
+//   so after the step c = s * floor(N / s). After s = 1, c = N(k) = lut[k].
+//   Ties cannot differ: equal keys give equal codes, and step_at is derived
+//   from the very table the scalar rule reads.
+// The vector search keeps its decisions bit-reversed, r = sum of bit l for
+// each level l where it stepped up (c = reverse8(r)), so the node index of
+// level l is r itself, below 2^l: the candidates come from the level's table
+// (QuantMap::search_tree, stored in that order) by one VPERMW for up to 32
+// nodes (which reads only the index's low 5 bits), one VPERMT2W for 64, two
+// and a blend on bit 6 for 128; one byte shuffle per nibble reverses r at the end.
+// Keys and candidates compare as unsigned 16-bit integers (VPCMPUW).
+//
+// Included by optim8bit_kernel_impl.h into its anonymous namespace (after
+// <immintrin.h>, blockwise8.h and quantize_element.h), like quantize_element.h.
+#pragma once
+
+// One map's registers for a chunk: its 256 values and its search tree.
+struct VectorCodec {
+  explicit VectorCodec(const QuantMap& map) : map_(map) {
+    alignas(64) uint16_t high[256], low[256];
+    for (int i = 0; i < 256; ++i) {
+      uint32_t u;
+      std::memcpy(&u, &map.code[i], 4);
+      high[i] = static_cast<uint16_t>(u >> 16);
+      low[i] = static_cast<uint16_t>(u);
+    }
+    for (int r = 0; r < 8; ++r) {
+      high_[r] = _mm512_load_si512(high + 32 * r);
+      low_[r] = _mm512_load_si512(low + 32 * r);
+    }
+    const uint16_t* tree = map.search_tree.data();
+    // Level l starts at 2^l - 1; a 32-entry load past a short level reads
+    // entries the permute never selects (indices < 2^l).
+    root_ = _mm512_set1_epi16(static_cast<short>(tree[0]));
+    for (int l = 1; l < 6; ++l) levels_[l] = _mm512_loadu_si512(tree + (1 << l) - 1);
+    for (int r = 0; r < 2; ++r) level6_[r] = _mm512_loadu_si512(tree + 63 + 32 * r);
+    for (int r = 0; r < 4; ++r) level7_[r] = _mm512_loadu_si512(tree + 127 + 32 * r);  // [127, 255)
+  }
+
+  // out[j] = code[q[j]] * absmax, j < len.
+  void dequantize(const uint8_t* __restrict q, int64_t len, float absmax, float* __restrict out) const {
+    const __m512 a = _mm512_set1_ps(absmax);
+    const __m512i bit6 = _mm512_set1_epi16(64), bit7 = _mm512_set1_epi16(128);
+    // The unpacks below interleave within 128-bit lanes; codes are first placed
+    // so that they yield elements 0..15 and 16..31 in order.
+    const __m512i spread = _mm512_set_epi16(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8,  //
+                                            23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
+    int64_t j = 0;
+    for (; j + 32 <= len; j += 32) {
+      const __m512i idx = _mm512_permutexvar_epi16(
+          spread, _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + j))));
+      const __mmask32 b6 = _mm512_test_epi16_mask(idx, bit6), b7 = _mm512_test_epi16_mask(idx, bit7);
+      const __m512i hi = lookup_half(high_, idx, b6, b7), lo = lookup_half(low_, idx, b6, b7);
+      const __m512 first = _mm512_castsi512_ps(_mm512_unpacklo_epi16(lo, hi));
+      const __m512 second = _mm512_castsi512_ps(_mm512_unpackhi_epi16(lo, hi));
+      _mm512_storeu_ps(out + j, _mm512_mul_ps(first, a));
+      _mm512_storeu_ps(out + j + 16, _mm512_mul_ps(second, a));
+    }
+    for (; j < len; ++j) out[j] = map_.code[q[j]] * absmax;
+  }
+
+  // Codes of x[0, len) under inv = 1 / absmax, absmax = max |x| > 0 (NaN skipped).
+  void requantize(const float* __restrict x, int64_t len, float inv, uint8_t* __restrict codes) const {
+    if (std::isnormal(inv)) requantize_with<false>(x, len, inv, codes);  // (1'): the clamp changes nothing
+    else requantize_with<true>(x, len, inv, codes);
+  }
+
+ private:
+  template <bool kClamp>
+  void requantize_with(const float* __restrict x, int64_t len, float inv, uint8_t* __restrict codes) const {
+    const __m512 vinv = _mm512_set1_ps(inv);
+    // The two packs interleave 128-bit lanes: dword d of the packed bytes holds
+    // elements 16 * (d % 4) + 4 * (d / 4) .. +3; this permute puts them back in order.
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    // Bit reversal of a nibble, as the low and as the high nibble of a byte.
+    const __m512i rev_low = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15));
+    const __m512i rev_high = _mm512_slli_epi16(rev_low, 4);  // bytes < 16: no carry across bytes
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    int64_t j = 0;
+    // 128 elements a round: four independent searches advance level by level,
+    // so the long permute -> compare -> add chains overlap.
+    for (; j + 128 <= len; j += 128) {
+      __m512i r[4];
+      for (int h = 0; h < 4; ++h)
+        r[h] = _mm512_packus_epi32(grid_keys<kClamp>(x + j + 32 * h, vinv), grid_keys<kClamp>(x + j + 32 * h + 16, vinv));
+      search_reversed4(r);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i rr = _mm512_packus_epi16(r[2 * h], r[2 * h + 1]);
+        // reverse8(r) = reverse4(low nibble) << 4 | reverse4(high nibble)
+        const __m512i c = _mm512_or_si512(_mm512_shuffle_epi8(rev_high, _mm512_and_si512(rr, nibble)),
+                                          _mm512_shuffle_epi8(rev_low, _mm512_and_si512(_mm512_srli_epi16(rr, 4), nibble)));
+        _mm512_storeu_si512(codes + j + 64 * h, _mm512_permutexvar_epi32(order, c));
+      }
+    }
+    for (; j < len; ++j) codes[j] = quantize_element(map_.lut.data(), x[j], inv);
+  }
+
+  // The int32 grid key of 16 elements: grid_point's operations, lane by lane.
+  template <bool kClamp>
+  static __m512i grid_keys(const float* x, __m512 inv) {
+    const __m512 one = _mm512_set1_ps(1.0f), minus_one = _mm512_set1_ps(-1.0f), half = _mm512_set1_ps(0.5f);
+    __m512 n = _mm512_mul_ps(_mm512_loadu_ps(x), inv);
+    if constexpr (kClamp) n = _mm512_min_ps(one, _mm512_max_ps(minus_one, n));  // operand order keeps NaN (see above)
+    const __m512 t = _mm512_mul_ps(_mm512_add_ps(n, one), half);
+    return _mm512_cvttps_epi32(_mm512_fmadd_ps(t, _mm512_set1_ps(65535.0f), half));
+  }
+
+  // 16-bit halves of the map's values for 32 codes (bits 6, 7 of each given as masks).
+  static __m512i lookup_half(const __m512i (&table)[8], __m512i idx, __mmask32 b6, __mmask32 b7) {
+    const __m512i q0 = _mm512_permutex2var_epi16(table[0], idx, table[1]);  // codes 0..63 by the low 6 bits
+    const __m512i q1 = _mm512_permutex2var_epi16(table[2], idx, table[3]);
+    const __m512i q2 = _mm512_permutex2var_epi16(table[4], idx, table[5]);
+    const __m512i q3 = _mm512_permutex2var_epi16(table[6], idx, table[7]);
+    return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, q0, q1), _mm512_mask_blend_epi16(b6, q2, q3));
+  }
+
+  // reverse8(lut[k]) for 4 x 32 unsigned 16-bit keys, in place: the binary
+  // search of (3) above, decisions bit-reversed.
+  void search_reversed4(__m512i (&key)[4]) const {
+    __m512i r[4];
+    for (int h = 0; h < 4; ++h) r[h] = _mm512_setzero_si512();
+    const auto step = [&](int h, __m512i candidate, int level) {
+      r[h] = _mm512_mask_add_epi16(r[h], _mm512_cmpge_epu16_mask(key[h], candidate), r[h],
+                                   _mm512_set1_epi16(static_cast<short>(1 << level)));
+    };
+    for (int h = 0; h < 4; ++h) step(h, root_, 0);  // one node
+    for (int l = 1; l < 6; ++l)
+      for (int h = 0; h < 4; ++h) step(h, _mm512_permutexvar_epi16(r[h], levels_[l]), l);  // r < 2^l <= 32
+    for (int h = 0; h < 4; ++h) step(h, _mm512_permutex2var_epi16(level6_[0], r[h], level6_[1]), 6);  // r < 64
+    for (int h = 0; h < 4; ++h) {  // r < 128: bit 6 picks the pair
+      const __m512i low = _mm512_permutex2var_epi16(level7_[0], r[h], level7_[1]);
+      const __m512i high = _mm512_permutex2var_epi16(level7_[2], r[h], level7_[3]);
+      step(h, _mm512_mask_blend_epi16(_mm512_test_epi16_mask(r[h], _mm512_set1_epi16(64)), low, high), 7);
+    }
+    for (int h = 0; h < 4; ++h) key[h] = r[h];
+  }
+
+  const QuantMap& map_;
+  __m512i high_[8], low_[8];  // the values' upper and lower 16 bits
+  __m512i root_, levels_[6], level6_[2], level7_[4];  // levels_[0] unused: root_
+};
