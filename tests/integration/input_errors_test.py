@@ -72,10 +72,18 @@ def check_tampered_resume(binary, out, model, data):
 
 
 def check_resume_past_plan(binary, recipe, finished):
-    """A valid checkpoint, but the recipe now plans fewer steps than it took."""
+    """A valid checkpoint, but the recipe now plans fewer steps than it took.
+    The refused resume leaves the folder's recipe.lock.toml as the run that wrote it."""
+    lock = os.path.join(finished, "recipe.lock.toml")
+    with open(lock) as f:
+        before = f.read()
     p = ftcore(binary, "run", recipe, "--set", "train.max_steps=2", "--set", "train.run_name=base",
                "--set", "train.resume_from_checkpoint=" + os.path.join(finished, "checkpoint-4"))
     expect(p, 1, "field 'global_step' is 4, past the 2 steps this recipe plans")
+    with open(lock) as f:
+        if f.read() != before:
+            raise SystemExit("a refused resume rewrote recipe.lock.toml")
+    print("a resume past the plan: refused, recipe.lock.toml untouched")
 
 
 def check_lock_round_trip(binary, out, finished):

@@ -11,10 +11,9 @@
 #include <string>
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
 #include "ftcore/model.h"
-#include "ftcore/model_config.h"
+#include "ftcore/tiny_random_model.h"
 #include "ftcore/runtime.h"
 #include "ftcore/sdk/testing.h"
 #include "test_support.h"
@@ -23,40 +22,6 @@ namespace {
 
 namespace sdk = ftcore::sdk;
 namespace conformance = ftcore::sdk::testing;
-using ftcore::Model;
-
-// B = 2 rows, T = 7 tokens; V = 64.
-std::shared_ptr<Model> tiny_model(bool tied) {
-  nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}},
-                           {"model_type", "llama"},
-                           {"vocab_size", 64},
-                           {"hidden_size", 32},
-                           {"intermediate_size", 48},
-                           {"num_hidden_layers", 2},
-                           {"num_attention_heads", 4},
-                           {"num_key_value_heads", 2},
-                           {"max_position_embeddings", 64},
-                           {"rms_norm_eps", 1e-5},
-                           {"attention_bias", true},
-                           {"tie_word_embeddings", tied}};
-  auto model = std::make_shared<Model>(ftcore::parse_model_config(config.dump(), "tiny config"),
-                                       at::TensorOptions().dtype(at::kFloat));
-  at::manual_seed(11);
-  at::NoGradGuard no_grad;
-  for (auto& p : model->named_parameters()) {
-    p.tensor.normal_(0.0, 0.1);
-    if (p.name.find("norm") != std::string::npos) p.tensor.add_(1.0);
-  }
-  return model;
-}
-
-at::Tensor logits_of(sdk::ModelView& view) {
-  auto& model = dynamic_cast<Model&>(view);
-  model.module().eval();
-  ftcore::ForwardInput input;
-  input.input_ids = at::arange(14, at::kLong).reshape({2, 7}).mul(5).remainder(64);
-  return model.forward(input);
-}
 
 struct Case {
   std::string name, adapter;
@@ -96,29 +61,29 @@ class AdapterConformance : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(AdapterConformance, ZeroInitIdentity) {
-  auto model = tiny_model(GetParam().tied);
-  const auto r = conformance::check_zero_init_identity(*model, logits_of, factory(GetParam()));
+  auto model = ftcore::tiny_random_llama(GetParam().tied);
+  const auto r = conformance::check_zero_init_identity(*model, ftcore::tiny_random_llama_logits, factory(GetParam()));
   EXPECT_TRUE(r.passed) << r.message;
   std::cout << "[ measure ] " << GetParam().name << ": " << r.message << "\n";
 }
 
 TEST_P(AdapterConformance, SaveLoadRoundTrip) {
-  auto first = tiny_model(GetParam().tied), second = tiny_model(GetParam().tied);
-  const auto r = conformance::check_save_load_round_trip(*first, *second, logits_of, factory(GetParam()));
+  auto first = ftcore::tiny_random_llama(GetParam().tied), second = ftcore::tiny_random_llama(GetParam().tied);
+  const auto r = conformance::check_save_load_round_trip(*first, *second, ftcore::tiny_random_llama_logits, factory(GetParam()));
   EXPECT_TRUE(r.passed) << r.message;
   std::cout << "[ measure ] " << GetParam().name << ": " << r.message << "\n";
 }
 
 TEST_P(AdapterConformance, MergeEquivalence) {
-  auto model = tiny_model(GetParam().tied);
-  const auto r = conformance::check_merge_equivalence(*model, logits_of, factory(GetParam()));
+  auto model = ftcore::tiny_random_llama(GetParam().tied);
+  const auto r = conformance::check_merge_equivalence(*model, ftcore::tiny_random_llama_logits, factory(GetParam()));
   EXPECT_TRUE(r.passed) << r.message;
   std::cout << "[ measure ] " << GetParam().name << ": " << r.message << "\n";
 }
 
 TEST_P(AdapterConformance, GradientFlow) {
-  auto model = tiny_model(GetParam().tied);
-  const auto r = conformance::check_gradient_flow(*model, logits_of, factory(GetParam()));
+  auto model = ftcore::tiny_random_llama(GetParam().tied);
+  const auto r = conformance::check_gradient_flow(*model, ftcore::tiny_random_llama_logits, factory(GetParam()));
   EXPECT_TRUE(r.passed) << r.message;
   std::cout << "[ measure ] " << GetParam().name << ": " << r.message << "\n";
 }
@@ -179,28 +144,28 @@ void expect_failure(const conformance::CheckResult& r, const std::string& expect
 
 TEST(AdapterConformanceFaults, EachCheckCatchesItsFault) {
   ftcore::init_runtime();
-  auto model = tiny_model(true);
-  expect_failure(conformance::check_zero_init_identity(*model, logits_of, faulty(Fault::NonZeroInit)),
+  auto model = ftcore::tiny_random_llama(true);
+  expect_failure(conformance::check_zero_init_identity(*model, ftcore::tiny_random_llama_logits, faulty(Fault::NonZeroInit)),
                  "an untrained adapter moves the logits by");
-  auto first = tiny_model(true), second = tiny_model(true);
-  expect_failure(conformance::check_save_load_round_trip(*first, *second, logits_of, faulty(Fault::ForgetfulLoad)),
+  auto first = ftcore::tiny_random_llama(true), second = ftcore::tiny_random_llama(true);
+  expect_failure(conformance::check_save_load_round_trip(*first, *second, ftcore::tiny_random_llama_logits, faulty(Fault::ForgetfulLoad)),
                  "the loaded adapter's logits differ");
-  model = tiny_model(true);
-  expect_failure(conformance::check_merge_equivalence(*model, logits_of, faulty(Fault::NoOpMerge)),
+  model = ftcore::tiny_random_llama(true);
+  expect_failure(conformance::check_merge_equivalence(*model, ftcore::tiny_random_llama_logits, faulty(Fault::NoOpMerge)),
                  "after merge() the model still holds model.layers.0.self_attn.q_proj.base_layer.weight");
-  model = tiny_model(true);
-  expect_failure(conformance::check_merge_equivalence(*model, logits_of, faulty(Fault::WrongMerge)),
+  model = ftcore::tiny_random_llama(true);
+  expect_failure(conformance::check_merge_equivalence(*model, ftcore::tiny_random_llama_logits, faulty(Fault::WrongMerge)),
                  "merged logits differ from the adapter's by");
-  model = tiny_model(true);
-  expect_failure(conformance::check_gradient_flow(*model, logits_of, faulty(Fault::HiddenTrainable)),
+  model = ftcore::tiny_random_llama(true);
+  expect_failure(conformance::check_gradient_flow(*model, ftcore::tiny_random_llama_logits, faulty(Fault::HiddenTrainable)),
                  "model.norm.weight requires grad but is in no group");
-  model = tiny_model(true);
-  const auto dead = conformance::check_gradient_flow(*model, logits_of, faulty(Fault::DeadTensor));
+  model = ftcore::tiny_random_llama(true);
+  const auto dead = conformance::check_gradient_flow(*model, ftcore::tiny_random_llama_logits, faulty(Fault::DeadTensor));
   expect_failure(dead, "model.layers.0.self_attn.v_proj.lora_B.weight (group lora) does not require grad");
   expect_failure(dead, "model.layers.0.self_attn.v_proj.lora_B.weight got no gradient");
   // Misuse is a failed check, not an exception.
-  model = tiny_model(true);
-  const auto thrown = conformance::check_merge_equivalence(*model, logits_of, [] {
+  model = ftcore::tiny_random_llama(true);
+  const auto thrown = conformance::check_merge_equivalence(*model, ftcore::tiny_random_llama_logits, [] {
     const auto& entry = ftcore::testing::in_tree_entry(sdk::ComponentKind::Adapter, "lora");
     return ftcore::testing::in_tree_registry().create_adapter(
         entry, ftcore::testing::options_for(entry, {{"target_modules", std::vector<std::string>{"q_prj"}}}));

@@ -76,15 +76,18 @@ PreparedData prepare_data_once(const Recipe& recipe, const Tokenizer& tokenizer,
   return data;
 }
 
-void prepare_run_folder(const Recipe& recipe, TrainingSetup& s, const fs::path& model_dir) {
+// Returns the text of recipe.lock.toml, which is written only once the setup
+// (a resume included) has succeeded: a run that fails to start leaves the
+// folder's lock describing the run that wrote its checkpoints.
+std::string prepare_run_folder(const Recipe& recipe, TrainingSetup& s, const fs::path& model_dir) {
   const train::TrainOptions& t = s.options;
-  const std::string lock = train::lock_file_text(recipe, s.data, model_dir, s.components.sampler_name);
+  std::string lock = train::lock_file_text(recipe, s.data, model_dir, s.components.sampler_name);
   s.recipe_sha256 = sha256_hex(train::lock_settings(lock));
-  if (!s.distributed.writes_outputs()) return;
+  if (!s.distributed.writes_outputs()) return lock;
   fs::create_directories(t.run_dir);
   s.components.optimizer->attach_run_folder(t.run_dir.string());
   train::remove_partial_checkpoints(t.run_dir);
-  train::write_file_atomically(t.run_dir / "recipe.lock.toml", lock);
+  return lock;
 }
 
 // After a resume (or none), so the loggers know where the history goes on:
@@ -155,7 +158,7 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   }
   s.components = train::build_components(recipe, registry, s.data, optimizer_groups, s.distributed.world_size(),
                                          s.distributed.writes_outputs());
-  prepare_run_folder(recipe, s, model_dir);
+  const std::string lock = prepare_run_folder(recipe, s, model_dir);
   spdlog::info("run folder {} ({} train / {} validation examples, precision {}, device {}, {} rank{})",
                s.options.run_dir.string(), s.data.train.size(), s.data.validation.size(), s.precision.name,
                device.str(), s.distributed.world_size(), s.distributed.world_size() > 1 ? "s" : "");
@@ -163,8 +166,10 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   train::seed_everything(train::stream_seed(s.options.seed, "dropout"));  // rng_streams.h
   train::Trainer trainer(s);
   if (resume) trainer.resume_from(*resume);
-  if (s.distributed.writes_outputs())
+  if (s.distributed.writes_outputs()) {
+    train::write_file_atomically(s.options.run_dir / "recipe.lock.toml", lock);
     open_loggers(recipe, s, model_dir, resume ? std::optional<int64_t>(trainer.global_step()) : std::nullopt);
+  }
   TrainingOutcome outcome = trainer.run();
   for (auto& logger : s.components.loggers) logger->close();
   return outcome;

@@ -7,15 +7,25 @@ namespace ftcore {
 
 std::string Diagnostic::str() const {
   std::string out = where.file;
-  if (where.line > 0 && where.file.rfind("--set", 0) != 0)
-    out += ":" + std::to_string(where.line) + ":" + std::to_string(where.column);
-  return out + ": " + message;
+  // Appended piece by piece: g++ 12 warns (falsely, -Wstringop-overflow) on "literal" + std::string&&.
+  if (where.line > 0 && where.file.rfind("--set", 0) != 0) {
+    out += ':';
+    out += std::to_string(where.line);
+    out += ':';
+    out += std::to_string(where.column);
+  }
+  out += ": ";
+  out += message;
+  return out;
 }
 
 namespace {
 std::string summarize(const std::vector<Diagnostic>& diagnostics) {
   std::string out;
-  for (const auto& d : diagnostics) out += (out.empty() ? "" : "\n") + d.str();
+  for (const auto& d : diagnostics) {
+    if (!out.empty()) out += '\n';
+    out += d.str();
+  }
   return out;
 }
 
