@@ -35,7 +35,7 @@ or switches off the behaviour under test); OMP_WAIT_POLICY / GOMP_SPINCOUNT
 from the caller's environment are kept and printed.
 
 usage: concurrent_runs.py [--ftcore build/bin/ftcore] [--steps 12] [--rounds 3] [--old-pair] [--compare-env K=V,...]
-                          [--model DIR] [--data FILE.jsonl] [--machine-registry] [--out FILE.json]
+                          [--model DIR] [--data FILE.jsonl] [--sequence-len N] [--machine-registry] [--out FILE.json]
 """
 import argparse
 import json
@@ -92,6 +92,8 @@ def start_run(args, work, name, env):
             f"train.max_steps={args.steps}", "train.logging_steps=1", "train.eval_before_training=false",
             "train.eval_generation_samples=0", "data.val_set_size=0.0", f"train.output_dir={json.dumps(out)}",
             f"train.run_name={json.dumps(name)}"]
+    if args.sequence_len:
+        sets.append(f"data.sequence_len={args.sequence_len}")
     cmd = [args.ftcore, "run", os.path.join(ROOT, "configs", "quickstart.toml")]
     for s in sets:
         cmd += ["--set", s]
@@ -166,6 +168,7 @@ def main():
     p.add_argument("--compare-env", default="", help="K=V[,K=V]: also alone/pair with these set, sharing off")
     p.add_argument("--model", default=os.path.join(ROOT, "third_party", "models", "SmolLM2-135M-Instruct"))
     p.add_argument("--data", default=os.path.join(ROOT, "third_party", "data", "quiz", "train.jsonl"))
+    p.add_argument("--sequence-len", type=int, help="data.sequence_len (default: the quickstart's 512; a tiny model may need less)")
     p.add_argument("--machine-registry", action="store_true", help="the real registry instead of a private one")
     p.add_argument("--out", help="write every round as JSON here")
     args = p.parse_args()
