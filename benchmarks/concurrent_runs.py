@@ -51,6 +51,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXING = ("FTCORE_NUM_THREADS", "OMP_NUM_THREADS", "FTCORE_THREAD_SHARING")
 WAITING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+CHILDREN = []  # every run started, killed on the way out if still running (Ctrl-C, a failed run)
 
 
 def cpu_facts():
@@ -99,6 +100,7 @@ def start_run(args, work, name, env):
         cmd += ["--set", s]
     log = open(os.path.join(work, name + ".log"), "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    CHILDREN.append(proc)
     return proc, log, os.path.join(out, name)
 
 
@@ -255,4 +257,9 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        for child in CHILDREN:
+            if child.poll() is None:
+                child.kill()
