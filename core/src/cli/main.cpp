@@ -76,6 +76,9 @@ int dispatch(std::vector<std::string> args) {
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "--version") return ftcore::cli::print_version();
   ftcore::init_runtime();
+  // Commands that compute for long share the cores with other ftcore processes
+  // (runtime.h); `run` joins in run_command, past the torchrun launcher's exec.
+  if (command == "generate" || command == "quantize") ftcore::join_thread_sharing();
   if (command == "run") return ftcore::cli::run_command(rest);
   if (command == "validate") return ftcore::cli::validate_command(rest);
   if (command == "plugins") return ftcore::cli::plugins_command(rest);

@@ -11,6 +11,7 @@
 
 #include "command_line.h"
 #include "commands.h"
+#include "ftcore/runtime.h"
 #include "ftcore/stop_request.h"
 #include "ftcore/trainer.h"
 #include "session.h"
@@ -74,6 +75,7 @@ int run_command(const std::vector<std::string>& args) {
     }
     exec_torchrun(nproc, worker_args);
   }
+  join_thread_sharing();  // this process trains: it takes its share of the cores (runtime.h)
   TrainingOutcome outcome;
   try {
     outcome = run_training(loaded->recipe, loaded->registry, request);

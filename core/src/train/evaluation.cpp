@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include "ftcore/model_generation.h"
+#include "ftcore/runtime.h"
 #include "ftcore/stop_request.h"
 #include "next_token_loss.h"
 
@@ -93,6 +94,7 @@ EvalResult evaluate(Model& model, const std::vector<Example>& validation, int64_
   for (size_t start = step * static_cast<size_t>(shard.rank); start < validation.size();
        start += step * static_cast<size_t>(shard.world)) {
     throw_if_stop_requested("evaluation");
+    rebalance_threads();  // an evaluation can outlast another run's start or end
     std::vector<std::vector<const Example*>> rows;
     for (size_t i = start; i < std::min(validation.size(), start + step); ++i) rows.push_back({&validation[i]});
     TrainBatch batch = collate(rows, collate_options);
@@ -103,6 +105,7 @@ EvalResult evaluate(Model& model, const std::vector<Example>& validation, int64_
   const auto n = std::min<size_t>(validation.size(), static_cast<size_t>(std::max<int64_t>(generation.samples, 0)));
   for (size_t i = static_cast<size_t>(shard.rank); i < n; i += static_cast<size_t>(shard.world)) {
     throw_if_stop_requested("evaluation (generation samples)");
+    rebalance_threads();
     AutocastScope autocast(precision, model.device());
     r.answers.push_back(answer_example(model, validation[i], tokenizer, generation));
     r.correct += r.answers.back().correct ? 1 : 0;

@@ -11,7 +11,10 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
+
+#include "ftcore/runtime.h"
 
 
 namespace fs = std::filesystem;
@@ -97,6 +100,7 @@ void Trainer::log_train(double grad_norm) {
       {"tokens_per_second", static_cast<double>(state_.window_tokens) / elapsed},  // the whole job's
       {"effective_batch", static_cast<double>(effective_batch_)},
       {"peak_rss_mb", peak_rss_mib()},
+      {"threads", static_cast<double>(at::get_num_threads())},  // this step's; sharing may change it (runtime.h)
       {"total_steps", static_cast<double>(state_.total_steps)}};
   if (optimizer_state_bytes_) values.emplace_back("optimizer_state_bytes", *optimizer_state_bytes_);
   values.emplace_back("batch_hash", last_batch_hash_);  // of the window's last step
@@ -242,6 +246,7 @@ bool Trainer::stop_reason(const StepResult& step, bool early_stop, TrainingOutco
 void Trainer::train_steps(TrainingOutcome& outcome) {
   start_run();
   while (state_.global_step < state_.total_steps) {
+    rebalance_threads();  // this run's share of the cores, as other ftcore runs start and end (runtime.h)
     const StepResult step = train_step();
     if (!step.non_finite.empty()) {
       outcome.status = TrainingOutcome::Status::Stopped;

@@ -3,14 +3,12 @@
 
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/util/Logging.h>
 
-#include "../dist/launch_environment.h"
 #include "ftcore/build_info.h"
 
 namespace ftcore {
@@ -21,13 +19,8 @@ int init_runtime() {
   const char* traces = std::getenv("FTCORE_CPP_BACKTRACES");
   if (!traces || std::string(traces) != "1") c10::SetStackTraceFetcher(std::function<std::string()>([] { return std::string(); }));
 
-  // Workers that torchrun starts on one machine share its cores.
-  int threads = static_cast<int>(std::thread::hardware_concurrency()) / dist::local_worker_count();
-  if (const char* env = std::getenv("FTCORE_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) threads = n;
-  }
-  if (threads < 1) threads = 1;
+  // The rule is in runtime.h; sharing adjusts the count later (thread_sharing.cpp).
+  const int threads = thread_policy().threads;
   at::set_num_threads(threads);
   return threads;
 }
