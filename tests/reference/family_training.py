@@ -42,10 +42,10 @@ NF4 = '\n[quantizer]\nname = "nf4"\ndouble_quant = true\ncompute_dtype = "fp32"\
 MERGE_TOLERANCE = 1e-5
 
 
-def make_family_model(out, name):
+def make_family_model(out, name, **overrides):
     cls, config = TINY[name]
     config = config.__class__.from_dict({**config.to_dict(), "vocab_size": 400, "eos_token_id": 0, "pad_token_id": 0,
-                                         "bos_token_id": None})
+                                         "bos_token_id": None, **overrides})
     torch.manual_seed(0)
     path = os.path.join(out, name)
     cls(config).save_pretrained(path, safe_serialization=True)
@@ -54,7 +54,9 @@ def make_family_model(out, name):
 
 
 def check_family(ftcore, out, name, quantized=False):
-    cls, model = make_family_model(out, name)
+    from quantized_families_reference import BLOCK_WHOLE
+    # QLoRA compares with transformers + bnb, whose CPU path needs whole blocks per row.
+    cls, model = make_family_model(out, name, **(BLOCK_WHOLE if quantized and name in DENSE_TINY else {}))
     data = tt.make_data(out)
     recipe = tt.write_recipe(out, name, model, data, train=dict(max_steps=STEPS, micro_batch_size=4,
                                                                 gradient_accumulation_steps=1),

@@ -6,7 +6,7 @@ bitsandbytes (0.50, CPU backend) and gptq_layout; nothing is ftcore's output.
 
   bnb NAME nf4|fp4 OUT
       OUT/model: the family's tiny random model (model_families.py /
-      moe_reference.py), fp32 safetensors. transformers loads it with
+      moe_reference.py; dense MLP width 192, see BLOCK_WHOLE), fp32 safetensors. transformers loads it with
       BitsAndBytesConfig(load_in_4bit, that quant type, double quant, fp32
       compute), which quantizes every Linear bnb converts (nn.Linear except
       the output embedding; Mixtral's router and 3-D expert tensors are not
@@ -48,6 +48,18 @@ import gptq_layout  # noqa: E402
 
 warnings.filterwarnings("ignore")
 TINY = {**DENSE_TINY, **MOE_TINY}
+# bnb 0.50's CPU dequantize_4bit (the path of its Linear4bit) takes the wrong absmax when a
+# weight row does not hold whole 64-blocks (bnb4bit_reference.py's with_dtype): the MLP width
+# of the dense families (160, down_proj's in_features) is raised to a multiple of 64 so that
+# transformers + bnb computes the values its own stored state means.
+BLOCK_WHOLE = {"intermediate_size": 192}
+
+
+def block_whole_config(name):
+    cls, config = TINY[name]
+    if name in MOE_TINY:  # the experts (the only non-64 width) are not quantized
+        return cls, config
+    return cls, config.__class__.from_dict({**config.to_dict(), **BLOCK_WHOLE})
 
 
 def bnb_config(quant_type):
@@ -80,7 +92,7 @@ def bnb_model(path, quant_type=None):
 
 
 def write_bnb(name, quant_type, out):
-    cls, config = TINY[name]
+    cls, config = block_whole_config(name)
     torch.manual_seed(1234)
     path = os.path.join(out, "model")
     cls(config).save_pretrained(path, safe_serialization=True)

@@ -14,7 +14,11 @@
 //      rounding is IEEE fp32 in bnb's order, as bnb4bit_reference checks);
 //   3. fp32 logits within 1e-5 of the bnb model's (padded both sides): both
 //      multiply the same dequantized values in fp32, only the summation order
-//      differs (measured below 1e-6).
+//      differs (measured below 1e-6). The dense families' MLP width is 192
+//      here (a multiple of the 64-block): bnb 0.50's CPU dequantize_4bit takes
+//      the wrong absmax when a row does not hold whole blocks (width 160 put
+//      its logits ~1 off ours while every stored byte was equal; see
+//      bnb4bit_reference.py's with_dtype), so only such widths compare.
 // gptq: `ftcore quantize --quantizer gptq` of each family writes one packed
 // layer per Linear but lm_head (Phi-3's fused ones included); each layer's
 // AutoGPTQ tensors round-trip (from_tensors -> to_tensors, byte for byte);
