@@ -154,6 +154,7 @@ TEST_P(GptqFamily, QuantizeWritesTheAutoGptqLayout) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GptqFamily,
-                         ::testing::Values("qwen3_qk_norm", "gemma3_local_global", "phi3_longrope", "mixtral"));
+                         ::testing::Values("qwen3_qk_norm", "gemma3_local_global", "phi3_longrope", "mixtral"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
