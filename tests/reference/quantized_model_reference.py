@@ -35,7 +35,6 @@ Usage: quantized_model_reference.py FTCORE_BINARY
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -66,11 +65,7 @@ def with_sections(recipe, **sections):
 
 
 def run(cmd, expect=0):
-    env = dict(os.environ, FTCORE_PLUGIN_PATH="", OMP_WAIT_POLICY="PASSIVE")
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if p.returncode != expect:
-        raise SystemExit(f"{' '.join(cmd)} exited {p.returncode}, expected {expect}:\n{p.stdout}\n{p.stderr}")
-    return p.stdout + p.stderr
+    return tt.run_ftcore_command(cmd[0], *cmd[1:], expect=expect)
 
 
 def final_adapter_difference(run_dir, peft_model):

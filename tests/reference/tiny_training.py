@@ -109,6 +109,16 @@ def run_ftcore(ftcore, recipe, *extra, env=None, check=True):
     return p
 
 
+def run_ftcore_command(ftcore, *args, expect=0):
+    """Runs `ftcore ARGS...` (in-tree plugins only); returns stdout + stderr, fails unless it exits `expect`."""
+    cmd = [ftcore, *args]
+    p = subprocess.run(cmd, capture_output=True, text=True,
+                       env=dict(os.environ, FTCORE_PLUGIN_PATH="", OMP_WAIT_POLICY="PASSIVE"))
+    if p.returncode != expect:
+        raise SystemExit(f"{' '.join(cmd)} exited {p.returncode}, expected {expect}:\n{p.stdout}\n{p.stderr}")
+    return p.stdout + p.stderr
+
+
 def train_metric(run_dir, key):
     """Per-step values of a training metric from metrics.jsonl (logging_steps = 1;
     a step logged again after a resume keeps its last value)."""
