@@ -42,7 +42,9 @@ def run(ftcore, recipe, out, name, env, eval_before=True):
     def eval_loss(prefix):
         line = next(line for line in p.stdout.splitlines() if line.startswith(prefix))
         return float(re.search(r"loss (-?[\d.]+)", line).group(1))
-    before, loss = (eval_loss("eval before:") if eval_before else float("nan")), eval_loss("eval after:")
+    # Without an eval before the first step the summary names the step: "eval at step 40:".
+    before = eval_loss("eval before:") if eval_before else float("nan")
+    loss = eval_loss("eval after:" if eval_before else "eval at step 40:")
     speeds = []
     with open(os.path.join(out, name, "metrics.jsonl")) as f:
         for line in f:
