@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <stdexcept>
@@ -15,6 +16,7 @@
 
 #include "ftcore/atomic_file.h"
 #include "ftcore/safetensors.h"
+#include "ftcore/stop_request.h"
 
 namespace fs = std::filesystem;
 
@@ -60,6 +62,16 @@ at::Tensor read_rng_state_file(const fs::path& path) {
 void maybe_inject_fault(int64_t step) {
   const char* v = std::getenv("FTCORE_FAULT_KILL_IN_CHECKPOINT");
   if (v && std::atoll(v) == step) std::raise(SIGKILL);
+}
+
+// FTCORE_FAULT_SIGINT_AGAIN_IN_CHECKPOINT=1: once a SIGINT asked for a stop,
+// the checkpoint that stop writes receives the user's second SIGINT before
+// it is renamed into place. Two SIGINTs sent from outside a few ms apart can
+// merge into one pending signal on a loaded machine, so tests cannot place
+// the second one themselves (tests/integration/run_safety_test.py).
+void maybe_inject_second_sigint() {
+  const char* v = std::getenv("FTCORE_FAULT_SIGINT_AGAIN_IN_CHECKPOINT");
+  if (v && std::strcmp(v, "1") == 0 && stop_signal_received() == SIGINT) std::raise(SIGINT);
 }
 
 std::optional<int64_t> checkpoint_step(const fs::path& dir) {
@@ -221,6 +233,7 @@ fs::path write_checkpoint(const fs::path& run_dir, const CheckpointContents& c) 
     rng.add("cpu", c.state.cpu_rng_state);
     safetensors::write_file(tmp_dir / kRngStateFile, rng);
     write_file_atomically(tmp_dir / kStateFile, c.state.to_json().dump(2) + "\n");
+    maybe_inject_second_sigint();
   });
   return final_dir;
 }
