@@ -5,12 +5,16 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "ftcore/model.h"
+#include "ftcore/model_generation.h"
 #include "ftcore/safetensors.h"
 #include "test_support.h"
 
@@ -64,6 +68,26 @@ inline double packed_vs_alone(Model& model, const at::Tensor& ids, const at::Ten
     start += n;
   }
   return worst;
+}
+
+// generate_batch on model_reference.py's generate_batch.json: the three
+// prompts left-padded in one batch give transformers' batched greedy tokens,
+// without a stop token (14 each) and with one that ends the rows at
+// different steps (each row up to and including it).
+inline void expect_batch_generation_matches(Model& model, const std::filesystem::path& file) {
+  const nlohmann::json ref = nlohmann::json::parse(std::ifstream(file));
+  const auto prompts = ref["prompt_ids"].get<std::vector<std::vector<int64_t>>>();
+  ASSERT_EQ(prompts.size(), 3u);
+  SamplingOptions options;
+  options.max_new_tokens = 14;
+  for (const char* key : {"generated", "stopped"}) {
+    if (std::string(key) == "stopped") options.stop_token_ids = {ref["stop_token"].get<int64_t>()};
+    const auto expected = ref[key].get<std::vector<std::vector<int64_t>>>();
+    const std::vector<GenerationResult> results = generate_batch(model, prompts, options);
+    ASSERT_EQ(results.size(), prompts.size());
+    for (size_t b = 0; b < prompts.size(); ++b)
+      EXPECT_EQ(results[b].tokens, expected[b]) << key << ", row " << b << " of a left-padded batch";
+  }
 }
 
 }  // namespace ftcore::testing

@@ -3,7 +3,7 @@
 // model per family (tests/reference/model_families.py, each with its
 // optional features on): fp32 logits with unpadded, left- and right-padded
 // rows; greedy generation with the KV cache vs generate(do_sample=False) on
-// three prompts; and self-consistency: packed rows vs each sequence alone,
+// three prompts, one at a time and as one left-padded batch; and self-consistency: packed rows vs each sequence alone,
 // KV-cache decoding vs full recompute. Part of the model_test binary.
 // Shapes: B rows, T tokens, V vocabulary.
 #include <fstream>
@@ -52,6 +52,8 @@ TEST_P(FamilyReference, MatchesTransformers) {
     const auto result = ftcore::generate(*model, c["prompt_ids"].get<std::vector<int64_t>>(), options);
     EXPECT_EQ(result.tokens, c["generated"].get<std::vector<int64_t>>()) << "prompt " << c["prompt_ids"].dump();
   }
+  // 2b. The same prompts as one left-padded batch, as transformers' batched generate.
+  ftcore::testing::expect_batch_generation_matches(*model, dir / "generate_batch.json");
 
   // longrope picks its factors from the longest position of each forward (as
   // transformers does), so a packed row or a cached step may legitimately

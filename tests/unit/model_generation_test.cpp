@@ -1,6 +1,7 @@
 // The default model (SmolLM2-135M-Instruct, when third_party/setup_defaults.sh
 // fetched it) against transformers in fp32 and bf16, greedy generation against
-// transformers' generate(do_sample=False), and the sampling warpers.
+// transformers' generate(do_sample=False), batched greedy generation of tiny
+// Llamas against transformers' batched generate, and the sampling warpers.
 // Part of the model_test binary. Shapes: B rows, T tokens, V vocabulary.
 #include <fstream>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "ftcore/model_generation.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
+#include "model_reference_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -93,6 +95,36 @@ TEST(ModelDefault, GreedyGenerationMatchesTransformers) {
     while (same < expected.size() && same < result.tokens.size() && expected[same] == result.tokens[same]) ++same;
     std::cout << "[ measure ] greedy '" << c["prompt"].get<std::string>() << "': " << same << "/" << expected.size()
               << " tokens equal transformers\n";
+  }
+}
+
+// Batched greedy generation (left padding, one KV cache, rows stopping on
+// their own) vs transformers' batched generate on tiny Llamas: tied
+// embeddings with GQA, and a sliding window shorter than the sequences.
+class TinyBatchGeneration : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TinyBatchGeneration, MatchesTransformersBatchedGenerate) {
+  ftcore::init_runtime();
+  TempDir dir;
+  ftcore::testing::make_tiny(dir, GetParam(), "tiny-generate");
+  auto model = Model::from_pretrained(dir / "model");
+  ftcore::testing::expect_batch_generation_matches(*model, dir / "generate_batch.json");
+}
+
+INSTANTIATE_TEST_SUITE_P(Llama, TinyBatchGeneration, ::testing::Values("llama_gqa_tied", "mistral_window"));
+
+TEST(TinyBatchGeneration, RefusesEmptyInputsNamingTheRow) {
+  ftcore::init_runtime();
+  ftcore::SamplingOptions o;
+  TempDir dir;
+  ftcore::testing::make_tiny(dir, "llama_gqa_tied");
+  auto model = Model::from_pretrained(dir / "model");
+  EXPECT_THROW(ftcore::generate_batch(*model, {}, o), std::invalid_argument);
+  try {
+    ftcore::generate_batch(*model, {{5, 6}, {}}, o);
+    ADD_FAILURE() << "an empty prompt was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("prompt 1 is empty"), std::string::npos) << e.what();
   }
 }
 

@@ -1,11 +1,14 @@
 // Text generation with the KV cache: greedy decoding or sampling with
 // temperature, top-k and top-p (in transformers' order: temperature, then
 // top-k, then top-p), seeded; each new token goes to a callback as soon as it
-// is chosen, so a caller can stream it.
+// is chosen, so a caller can stream it. Several prompts decode as one batch
+// (left-padded, as transformers' batched generate), each row stopping on its
+// own.
 //
-// Shapes: V vocabulary.
+// Shapes: B prompts, V vocabulary.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -37,6 +40,8 @@ struct GenerationResult {
 
 // Called with each new token; return false to stop.
 using TokenCallback = std::function<bool(int64_t token)>;
+// Called with each new token of row `row` of a batch; return false to stop that row.
+using BatchTokenCallback = std::function<bool(size_t row, int64_t token)>;
 
 // Checks the options (temperature >= 0, top_k >= 0, 0 < top_p <= 1,
 // max_new_tokens >= 0); throws std::invalid_argument naming the bad one.
@@ -52,5 +57,16 @@ int64_t choose_token(const at::Tensor& logits, const SamplingOptions& options, a
 // prompt in one forward, then one token per forward.
 GenerationResult generate(Model& model, const std::vector<int64_t>& prompt, const SamplingOptions& options,
                           const TokenCallback& on_token = {});
+
+// Generates after every prompt in one batch: the prompts left-padded to the
+// longest and run in one forward that fills one KV cache [B, ...], then one
+// forward of B new tokens per step. A row that emitted a stop token, reached
+// max_new_tokens or was stopped by the callback is finished: it is fed
+// padding (masked, so it changes no other row) until every row is. Greedy
+// rows give the tokens each prompt gives alone (up to float rounding of the
+// batched matmuls); sampling draws the rows in order from one generator, so
+// a seed replays a batch but not the same prompts one at a time.
+std::vector<GenerationResult> generate_batch(Model& model, const std::vector<std::vector<int64_t>>& prompts,
+                                             const SamplingOptions& options, const BatchTokenCallback& on_token = {});
 
 }  // namespace ftcore

@@ -72,6 +72,8 @@ sdk::ParamSpec train_spec() {
   s.add_int("eval_generation_samples", 0).at_least(0)
       .with_doc("Validation examples answered by greedy generation at each eval, scored by exact match (0: off).");
   s.add_int("eval_max_new_tokens", 32).at_least(1).with_doc("Token limit of each generated eval answer.");
+  s.add_int("eval_generation_batch_size", 16).at_least(1)
+      .with_doc("Eval prompts decoded together (left-padded, one KV cache); the answers do not depend on it.");
   s.add_bool("auto_micro_batch", false)
       .with_doc("On CUDA out of memory, halve micro_batch_size and double gradient_accumulation_steps, then go on.");
   s.add_enum("state_conversion", {"convert", "reset"}, "convert")

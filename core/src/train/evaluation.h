@@ -5,6 +5,11 @@
 // answered greedily and scored by exact match against the example's target
 // text (whitespace trimmed, ASCII case folded, the end-of-sequence token not
 // part of either).
+//
+// Both run batched: loss batches take the rows in length order (so a batch
+// pads little) and the prompts decode batch_size at a time, left-padded, in
+// prompt-length order (model_generation.h's generate_batch). The numbers are
+// those of one row at a time up to float rounding (evaluation_test).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +28,7 @@ namespace ftcore::train {
 struct GenerationEvalOptions {
   int64_t samples = 0;  // 0: no generation eval
   int64_t max_new_tokens = 32;
+  int64_t batch_size = 16;  // prompts decoded together (generate_batch)
   std::vector<int64_t> stop_token_ids;
 };
 
@@ -43,8 +49,8 @@ struct EvalResult {
 
 // The share of the validation set one rank evaluates: eval batches of
 // batch_size are dealt to ranks in turn (batch j to rank j mod world), as
-// the trainer deals global training batches; generation examples likewise
-// one by one. {0, 1} is the whole set.
+// the trainer deals global training batches (after sorting the rows by
+// length); generation examples likewise one by one. {0, 1} is the whole set.
 struct EvalShard {
   int rank = 0;
   int world = 1;

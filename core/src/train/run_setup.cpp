@@ -217,6 +217,7 @@ GenerationEvalOptions generation_eval_options(const Recipe& recipe, const TrainO
   GenerationEvalOptions g;
   g.samples = t.eval_generation_samples;
   g.max_new_tokens = t.eval_max_new_tokens;
+  g.batch_size = t.eval_generation_batch_size;
   g.stop_token_ids = generation.eos_token_ids;
   if (auto eos = tokenizer.eos_id()) g.stop_token_ids.push_back(*eos);
   return g;

@@ -45,6 +45,7 @@ TrainOptions TrainOptions::from_options(const sdk::Options& o, const std::filesy
   t.eval_before_training = o.get_bool("eval_before_training");
   t.eval_generation_samples = o.get_int("eval_generation_samples");
   t.eval_max_new_tokens = o.get_int("eval_max_new_tokens");
+  t.eval_generation_batch_size = o.get_int("eval_generation_batch_size");
   t.auto_micro_batch = o.get_bool("auto_micro_batch");
   return t;
 }

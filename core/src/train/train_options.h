@@ -37,6 +37,7 @@ struct TrainOptions {
   bool eval_before_training = false;
   int64_t eval_generation_samples = 0;
   int64_t eval_max_new_tokens = 32;
+  int64_t eval_generation_batch_size = 16;
   bool auto_micro_batch = false;
 
   // `recipe_path` names the run when run_name is unset (its file stem).
