@@ -1,7 +1,9 @@
 // ftcore's side of benchmarks/model_forward_bench.py: load an HF model
 // folder, run inference forwards (full logits [B, T, V]) on a fixed random
 // batch [B, T], and print one JSON line: seconds per forward (each timed
-// iteration), tokens/s of the median, load time and peak RSS.
+// iteration), tokens/s of the median, load time and peak RSS. With
+// FTCORE_PROFILE=FILE one more forward, after the timed ones, is profiled
+// into FILE (ftcore/op_profile.h; benchmarks/profile_table.py FILE).
 //
 // usage: model_forward_driver MODEL_DIR DTYPE(fp32|bf16|fp16) B T ITERS [WARMUP]
 #include <sys/resource.h>
@@ -16,6 +18,7 @@
 #include <ATen/ATen.h>
 
 #include "ftcore/model.h"
+#include "ftcore/op_profile.h"
 #include "ftcore/runtime.h"
 
 int main(int argc, char** argv) {
@@ -44,6 +47,10 @@ int main(int argc, char** argv) {
     start = clock::now();
     at::Tensor logits = model->forward(in);
     times.push_back(std::chrono::duration<double>(clock::now() - start).count());
+  }
+  if (const auto path = ftcore::requested_profile_path()) {
+    ftcore::OpProfile profile(*path);
+    model->forward(in);
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());

@@ -39,6 +39,9 @@ class DenseLinear : public sdk::LinearModule {
 
  private:
   at::Tensor weight_, bias_;
+  // fp32 frozen weights reordered for oneDNN (packed_gemm.h); a pointer so
+  // this header does not carry the packing code.
+  std::shared_ptr<class PackedFrozenWeight> packed_;
 };
 
 class Embedding : public torch::nn::Module {

@@ -12,8 +12,10 @@
 #include <limits>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 
 #include "ftcore/model_layers.h"
+#include "packed_gemm.h"
 
 namespace ftcore::model {
 
@@ -24,7 +26,11 @@ DenseLinear::DenseLinear(int64_t in_features, int64_t out_features, bool with_bi
 
 DenseLinear::DenseLinear(const at::Tensor& weight) { weight_ = register_parameter("weight", weight); }
 
-at::Tensor DenseLinear::forward(const at::Tensor& x) { return at::linear(x, weight_, bias_); }
+at::Tensor DenseLinear::forward(const at::Tensor& x) {
+  if (!PackedFrozenWeight::applies(x, weight_, bias_)) return at::linear(x, weight_, bias_);
+  if (!packed_) packed_ = std::make_shared<PackedFrozenWeight>();
+  return packed_->linear(x, weight_, bias_);
+}
 
 void DenseLinear::set_dense_weight(const at::Tensor& weight) {
   TORCH_CHECK(weight.sizes() == weight_.sizes(), "set_dense_weight: ", weight.sizes(), " into a ", weight_.sizes(),
@@ -47,6 +53,7 @@ RmsNorm::RmsNorm(int64_t size, double eps, RmsNormStyle style, const c10::Tensor
 }
 
 at::Tensor RmsNorm::forward(const at::Tensor& x) const {
+  RECORD_USER_SCOPE("ftcore::rms_norm");  // FTCORE_PROFILE's ranges (op_profile.h)
   // The statistic in fp32 whatever the dtype; where the gain meets it is the
   // family's rounding order (identical in fp32, one rounding apart in bf16).
   at::Tensor h = x.to(at::kFloat);
@@ -144,6 +151,7 @@ at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& k, const at:
 }
 
 at::Tensor Attention::forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache) {
+  RECORD_USER_SCOPE("ftcore::attention");
   const int64_t b = x.size(0), t = x.size(1);
   auto [q, k, v] = project(x);
   if (qk_norm_ == QkNorm::whole_projection) {  // OLMo 2: one norm over all heads' values
@@ -161,6 +169,7 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionInputs& inputs
   v = v.reshape({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);            // [B, G, T, D]
 
   if (uses_rope_) {  // x * cos + rotate_half(x) * sin, one angle per (position, frequency)
+    RECORD_USER_SCOPE("ftcore::rope");
     const at::Tensor& cos = uses_sliding_rope_ ? inputs.sliding_cos : inputs.cos;
     const at::Tensor& sin = uses_sliding_rope_ ? inputs.sliding_sin : inputs.sin;
     q = apply_rotary(q, cos.unsqueeze(1), sin.unsqueeze(1));
@@ -184,6 +193,7 @@ Mlp::Mlp(const ModelConfig& c, const c10::TensorOptions& options) : gelu_(c.hidd
 }
 
 at::Tensor Mlp::forward(const at::Tensor& x) {
+  RECORD_USER_SCOPE("ftcore::mlp");
   at::Tensor gate, up;
   if (gate_up_proj) {
     at::Tensor both = gate_up_proj->forward(x);  // [B, T, 2F]: gate, then up

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 
 #include "ftcore/model.h"
 #include "ftcore/model_layers.h"
@@ -163,6 +164,7 @@ at::Tensor Model::forward_hidden(const ForwardInput& in) {
 }
 
 at::Tensor Model::compute_logits(const at::Tensor& hidden) {
+  RECORD_USER_SCOPE("ftcore::lm_head");
   at::Tensor logits = net_->lm_head->forward(hidden);
   if (config_.logits_divisor != 1.0) logits = logits / config_.logits_divisor;  // Granite
   if (config_.final_logit_softcap > 0)  // Gemma: cap * tanh(logits / cap)

@@ -9,11 +9,14 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <spdlog/spdlog.h>
 
+#include "ftcore/op_profile.h"
 #include "ftcore/runtime.h"
 
 
@@ -245,8 +248,12 @@ bool Trainer::stop_reason(const StepResult& step, bool early_stop, TrainingOutco
 
 void Trainer::train_steps(TrainingOutcome& outcome) {
   start_run();
+  const std::optional<std::string> profile_path = requested_profile_path();
+  const int64_t profile_step = profile_path ? requested_profile_step() : 0;
   while (state_.global_step < state_.total_steps) {
     rebalance_threads();  // this run's share of the cores, as other ftcore runs start and end (runtime.h)
+    std::optional<OpProfile> profile;
+    if (profile_path && state_.global_step + 1 == profile_step) profile.emplace(*profile_path);
     const StepResult step = train_step();
     if (!step.non_finite.empty()) {
       outcome.status = TrainingOutcome::Status::Stopped;
@@ -261,7 +268,11 @@ void Trainer::train_steps(TrainingOutcome& outcome) {
                         "this step is saved in " + save_checkpoint().string();
       return;
     }
-    after_step(step);
+    {
+      RECORD_USER_SCOPE("ftcore::after_step (adapter event, logging)");
+      after_step(step);
+    }
+    profile.reset();
     const bool last = state_.global_step == state_.total_steps;
     const bool early_stop = (due(s_.options.eval_steps, s_.options.evals_per_epoch) || last) && evaluate_and_log();
     if (stop_reason(step, early_stop, outcome)) return;

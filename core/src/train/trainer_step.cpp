@@ -19,6 +19,7 @@
 #include <cstdlib>
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <spdlog/spdlog.h>
 
@@ -139,6 +140,7 @@ double Trainer::run_micro_batches(const std::vector<TrainBatch>& batches, int64_
     if (gradient_sync_ && i + 1 == batches.size()) gradient_sync_->arm(state_.global_step + 1);
     at::Tensor loss, aux;
     {
+      RECORD_USER_SCOPE("ftcore::forward_loss");
       AutocastScope autocast(s_.precision, s_.base.model->device());
       loss = summed_next_token_loss(*s_.base.model, batches[i], &aux);
     }
@@ -147,7 +149,10 @@ double Trainer::run_micro_batches(const std::vector<TrainBatch>& batches, int64_
       objective = objective + aux * (s_.base.model->config().router_aux_loss_coef / aux_batches * scaler_.scale());
       aux_sum += aux.item<double>();
     }
-    objective.backward();
+    {
+      RECORD_USER_SCOPE("ftcore::backward");
+      objective.backward();
+    }
     loss_sum += loss.item<double>();
   }
   if (aux_seen) *aux_seen = aux_sum / static_cast<double>(std::max<size_t>(batches.size(), 1));
@@ -182,7 +187,11 @@ StepResult Trainer::train_step() {
   double loss_sum = 0.0;
   int64_t targets = 0;
   while (true) {
-    std::vector<TrainBatch> batches = collate_step(slice);
+    std::vector<TrainBatch> batches;
+    {
+      RECORD_USER_SCOPE("ftcore::collate");
+      batches = collate_step(slice);
+    }
     targets = 0;
     r.tokens = 0;
     for (const auto& b : batches) targets += b.target_tokens, r.tokens += b.tokens;
@@ -221,7 +230,10 @@ StepResult Trainer::train_step() {
     return r;
   }
   const bool finite_grads = scaler_.unscale(s_.trainable.tensors);
-  r.grad_norm = finite_grads ? clip_gradients() : std::numeric_limits<double>::infinity();
+  {
+    RECORD_USER_SCOPE("ftcore::clip_gradients");
+    r.grad_norm = finite_grads ? clip_gradients() : std::numeric_limits<double>::infinity();
+  }
   const double learning_rate =
       s_.components.base_lr * s_.components.scheduler->factor(state_.global_step, state_.total_steps) *
       (s_.trainable.adapter ? s_.trainable.adapter->lr_multiplier(state_.global_step) : 1.0);
@@ -239,7 +251,10 @@ StepResult Trainer::train_step() {
   state_.learning_rate = learning_rate;
   s_.components.optimizer->set_base_lr(state_.learning_rate);
   if (finite_grads) {
-    s_.components.optimizer->step();
+    {
+      RECORD_USER_SCOPE("ftcore::optimizer");
+      s_.components.optimizer->step();
+    }
     if (s_.distributed.sharding) s_.distributed.sharding->broadcast_updated(state_.global_step + 1);
     const std::string name = first_non_finite(s_.trainable.groups, false);
     if (!name.empty()) {
