@@ -72,7 +72,8 @@ int64_t layer_index_of(const std::string& path) {
 }
 
 LoraTargets select_lora_targets(const std::vector<std::string>& linear_paths, int64_t num_layers,
-                                const LoraOptions& o) {
+                                const LoraOptions& o, bool moe) {
+  if (o.target_regex.empty() && o.target_modules.empty()) return {};  // target_parameters only
   for (const auto& name : o.exclude_modules)
     if (std::none_of(linear_paths.begin(), linear_paths.end(), [&](const auto& p) { return matches_name(p, name); }))
       throw std::invalid_argument("exclude_modules: \"" + name + "\" matches no Linear slot; " +
@@ -113,7 +114,10 @@ LoraTargets select_lora_targets(const std::vector<std::string>& linear_paths, in
       selected = std::regex_match(path, target_regex);
       regex_matched |= selected;
     } else if (o.all_linear()) {
-      selected = path != output_layer;
+      // PEFT's v4 -> v5 MoE conversion moves these names to target_parameters (see the header).
+      const bool moved = moe && (ends_with(path, ".mlp.gate_proj") || ends_with(path, ".mlp.up_proj") ||
+                                 ends_with(path, ".mlp.down_proj"));
+      selected = path != output_layer && !moved;
     } else if (std::find(o.target_modules.begin(), o.target_modules.end(), path) != o.target_modules.end()) {
       selected = true;  // PEFT: an exact path skips the layer filter
     } else if (std::any_of(o.target_modules.begin(), o.target_modules.end(),
@@ -137,6 +141,31 @@ LoraTargets select_lora_targets(const std::vector<std::string>& linear_paths, in
     throw std::invalid_argument("no Linear slot is left to adapt: exclude_modules, layers_to_transform and "
                                 "modules_to_save removed every slot the targets matched");
   out.short_names = short_names_of(out.paths);
+  return out;
+}
+
+std::vector<ParameterTarget> select_parameter_targets(const std::vector<std::string>& parameter_paths,
+                                                      const LoraOptions& o) {
+  std::vector<std::string> names = o.target_parameters;
+  const bool moe_all_linear = o.all_linear() && !parameter_paths.empty();
+  if (moe_all_linear)
+    for (const char* n : {"gate.weight", "gate_up_proj", "down_proj"})
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  for (const auto& name : names)
+    if (std::none_of(parameter_paths.begin(), parameter_paths.end(), [&](const auto& p) { return matches_name(p, name); }))
+      throw std::invalid_argument(
+          "target_parameters: \"" + name + "\" matches no adaptable parameter; " +
+          (parameter_paths.empty() ? std::string("this model has none (only MoE models have: their routers' "
+                                                 "mlp.gate.weight and experts' mlp.experts.gate_up_proj / down_proj)")
+                                   : "the model's are named like " + join(std::vector<std::string>(
+                                         parameter_paths.begin(), parameter_paths.begin() +
+                                                                      std::min<size_t>(parameter_paths.size(), 3)))));
+  std::vector<ParameterTarget> out;
+  for (const auto& path : parameter_paths) {
+    if (std::none_of(names.begin(), names.end(), [&](const auto& n) { return matches_name(path, n); })) continue;
+    const bool fused = moe_all_linear && ends_with(path, ".gate_up_proj");  // PEFT's rank_pattern / alpha_pattern
+    out.push_back({path, fused ? 2 * o.r : o.r, fused ? 2 * o.alpha : o.alpha});
+  }
   return out;
 }
 
