@@ -2,15 +2,19 @@
 in one run: a tiny-but-wide MixtralForCausalLM (8 experts, top-2; random
 weights made here by transformers, fixed seed), the same batch, dtype and
 thread count. Forward: full logits, no grad. Training: forward + cross-entropy
-+ router_aux_loss_coef x aux loss (output_router_logits) + backward into
-every weight (no optimizer step). Each side runs in its own process; the two
++ router_aux_loss_coef x aux loss (output_router_logits) + backward (no
+optimizer step): --mode full into every weight; --mode lora into LoRA
+tensors only, all-linear r 8 alpha 16 on both sides (PEFT's all-linear on
+this model: attention, the routers and the expert stacks as target_parameters;
+ftcore's adapter/lora picks the same). Each side runs in its own process; the two
 alternate for ROUNDS rounds of ITERS timed iterations after one warmup; the
 table shows each side's median over the rounds' medians and the ratio.
 transformers runs its default experts implementation (config
 _experts_implementation, printed). Target: ftcore >= 1.5x on both.
 
-usage: moe_bench.py BUILD_DIR [--dtype fp32] [--batch 4] [--seq 128] [--iters 3] [--rounds 3] [--threads N]
-       (transformers' side alone: moe_bench.py --hf-worker MODEL_DIR DTYPE B T ITERS)
+usage: moe_bench.py BUILD_DIR [--mode full|lora] [--dtype fp32] [--batch 4] [--seq 128] [--iters 3] [--rounds 3]
+                   [--threads N]
+       (transformers' side alone: moe_bench.py --hf-worker MODEL_DIR DTYPE B T ITERS MODE)
 """
 import argparse
 import json
@@ -45,7 +49,7 @@ def timed(iters, body):
     return sorted(times)[len(times) // 2]
 
 
-def hf_worker(model_dir, dtype_name, batch, seq, iters):
+def hf_worker(model_dir, dtype_name, batch, seq, iters, mode):
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import torch
     from transformers import MixtralForCausalLM
@@ -53,6 +57,9 @@ def hf_worker(model_dir, dtype_name, batch, seq, iters):
     torch.set_num_threads(threads)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
     model = MixtralForCausalLM.from_pretrained(model_dir, dtype=dtype).eval()
+    if mode == "lora":
+        from peft import LoraConfig, get_peft_model
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear")).eval()
     torch.manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (batch, seq))
 
@@ -67,21 +74,23 @@ def hf_worker(model_dir, dtype_name, batch, seq, iters):
     fwd = timed(iters, forward)
     model.train()
     step = timed(iters, train)
-    print(json.dumps({"impl": "transformers", "threads": threads, "experts": model.config._experts_implementation,
+    print(json.dumps({"impl": "transformers", "mode": mode, "threads": threads,
+                      "experts": model.config._experts_implementation,
                       "forward_s": fwd, "forward_tokens_per_s": batch * seq / fwd, "train_s": step,
                       "train_tokens_per_s": batch * seq / step}))
 
 
 def main():
-    if sys.argv[1:2] == ["--hf-worker"]:  # MODEL_DIR DTYPE B T ITERS
-        return hf_worker(sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7]))
+    if sys.argv[1:2] == ["--hf-worker"]:  # MODEL_DIR DTYPE B T ITERS MODE
+        return hf_worker(sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7]), sys.argv[7])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build_dir", help="the build folder with bin/moe_bench_driver")
     add_side_by_side_arguments(p, dtype="fp32", seq=128)
+    p.add_argument("--mode", choices=["full", "lora"], default="full", help="what the training backward reaches")
     a = p.parse_args()
     env = side_env(a.threads)
     driver = os.path.join(a.build_dir, "bin", "moe_bench_driver")
-    shape = [a.dtype, str(a.batch), str(a.seq), str(a.iters)]
+    shape = [a.dtype, str(a.batch), str(a.seq), str(a.iters), a.mode]
     with tempfile.TemporaryDirectory() as folder:
         make_model(folder)
         results = {"ftcore": [], "transformers": []}
@@ -91,7 +100,7 @@ def main():
                 run_json([sys.executable, os.path.abspath(__file__), "--hf-worker", folder] + shape, env))
     print(f"Mixtral {SHAPE['num_local_experts']} experts top-{SHAPE['num_experts_per_tok']}, hidden "
           f"{SHAPE['hidden_size']}, expert width {SHAPE['intermediate_size']}, {SHAPE['num_hidden_layers']} layers, "
-          f"vocab {SHAPE['vocab_size']}; {a.dtype}, batch {a.batch} x {a.seq} tokens, {a.threads} threads "
+          f"vocab {SHAPE['vocab_size']}; training {a.mode}; {a.dtype}, batch {a.batch} x {a.seq} tokens, {a.threads} threads "
           f"(OMP_WAIT_POLICY={env['OMP_WAIT_POLICY']}); transformers experts implementation "
           f"{results['transformers'][0]['experts']}; {a.rounds} alternating rounds x {a.iters} iterations")
     print(f"{'':14s}{'forward tok/s':>15s}{'train tok/s':>13s}   per round (forward / train)")

@@ -1,9 +1,12 @@
 // ftcore's side of benchmarks/moe_bench.py: load an HF MoE folder and time,
 // on a fixed random batch [B, T], inference forwards (full logits, no grad)
 // and training steps (forward + cross-entropy with the router aux loss +
-// backward into every weight; no optimizer). Prints one JSON line.
+// backward; no optimizer). MODE full: backward into every weight; lora:
+// adapter/lora with all-linear (r 8, alpha 16: attention, routers and expert
+// stacks, as PEFT's all-linear), backward into the LoRA tensors only.
+// Prints one JSON line.
 //
-// usage: moe_bench_driver MODEL_DIR DTYPE(fp32|bf16) B T ITERS
+// usage: moe_bench_driver MODEL_DIR DTYPE(fp32|bf16) B T ITERS [full|lora]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,7 +18,10 @@
 
 #include "ftcore/model.h"
 #include "ftcore/model_moe.h"
+#include "ftcore/plugin_loader.h"
+#include "ftcore/recipe.h"
 #include "ftcore/runtime.h"
+#include "ftcore/sdk/adapter.h"
 
 namespace {
 
@@ -41,7 +47,7 @@ std::vector<double> time_iterations(int iters, F&& body) {
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::cerr << "usage: moe_bench_driver MODEL_DIR DTYPE B T ITERS\n";
+    std::cerr << "usage: moe_bench_driver MODEL_DIR DTYPE B T ITERS [full|lora]\n";
     return 2;
   }
   const int threads = ftcore::init_runtime();
@@ -60,6 +66,22 @@ int main(int argc, char** argv) {
     in.input_ids = ids;
     model->forward(in);
   });
+  const std::string mode = argc > 6 ? argv[6] : "full";
+  std::shared_ptr<ftcore::sdk::Adapter> adapter;  // kept alive with the slots it replaced
+  if (mode == "lora") {
+    for (const auto& p : model->named_parameters()) p.tensor.requires_grad_(false);
+    ftcore::PluginRegistry registry;
+    ftcore::load_plugins(ftcore::PluginSearchOptions{}, registry);
+    const ftcore::RegistryEntry* entry = registry.find(ftcore::sdk::ComponentKind::Adapter, "lora");
+    if (!entry) throw std::runtime_error("no adapter plugin lora (build the ftcore_adapter_lora target)");
+    adapter = registry.create_adapter(*entry, ftcore::options_from_assignments(
+                                                  *entry, {"r = 8", "alpha = 16.0", "target_modules = [\"all-linear\"]"},
+                                                  "[adapter]"));
+    adapter->apply(*model);
+  } else if (mode != "full") {
+    std::cerr << "moe_bench_driver: MODE must be full or lora, got " << mode << "\n";
+    return 2;
+  }
   model->module().train();
   const auto train_times = time_iterations(iters, [&] {
     model->module().zero_grad();
@@ -75,8 +97,8 @@ int main(int argc, char** argv) {
     loss.backward();
   });
   const double fwd = median_of(forward_times), train = median_of(train_times);
-  std::printf("{\"impl\": \"ftcore\", \"threads\": %d, \"forward_s\": %.4f, \"forward_tokens_per_s\": %.1f, "
+  std::printf("{\"impl\": \"ftcore\", \"mode\": \"%s\", \"threads\": %d, \"forward_s\": %.4f, \"forward_tokens_per_s\": %.1f, "
               "\"train_s\": %.4f, \"train_tokens_per_s\": %.1f}\n",
-              threads, fwd, batch * tokens / fwd, train, batch * tokens / train);
+              mode.c_str(), threads, fwd, batch * tokens / fwd, train, batch * tokens / train);
   return 0;
 }

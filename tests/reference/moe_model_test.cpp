@@ -2,10 +2,14 @@
 // sparse layers mixed) against transformers and PEFT on tiny random configs
 // made at test time by tests/reference/moe_reference.py: which layers are
 // sparse, fp32 logits (left and right padding, packed rows), each layer's
-// router choices, the load-balancing loss, all-linear's picks, LoRA gradients
-// with the aux loss in the loss, merge vs merge_and_unload, PEFT loading
-// ftcore's adapter, greedy generation with the KV cache; both checkpoint
-// layouts (per-expert and fused); loading and targeting errors.
+// router choices, the load-balancing loss, greedy generation with the KV
+// cache; full fine-tuning gradients (the grouped expert matmul's backward) vs
+// transformers; LoRA as PEFT's all-linear does it on transformers 5's MoE
+// models (attention Linear modules plus target_parameters: routers and fused
+// expert stacks): the picks, the initial factors for one seed, loss and A/B
+// gradients with the aux loss in the loss, merge vs merge_and_unload, PEFT
+// loading ftcore's adapter; both checkpoint layouts (per-expert and fused);
+// loading and targeting errors.
 // Shapes: B rows, T tokens, V vocabulary, N = B x T, K experts per token.
 #include <fstream>
 
@@ -33,6 +37,7 @@ constexpr double kLogitTolerance = 1e-5;  // fp32, transformers' op order
 constexpr double kAuxTolerance = 1e-6;
 constexpr double kGradTolerance = 1e-6;
 const std::vector<int64_t> kPackedLengths = {5, 9, 4};  // moe_reference.py's PACKED_LENGTHS
+constexpr int64_t kLoraSeed = 4321;  // moe_reference.py's LORA_SEED
 
 ftcore::sdk::TensorMap read_all(const fs::path& file) { return ftcore::safetensors::File::open(file)->read_all(); }
 
@@ -63,11 +68,12 @@ Forward run(Model& model, const ftcore::sdk::TensorMap& ref) {
 }
 
 // transformers' causal LM loss (labels shifted, mean over targets) + coef x aux, as MixtralForCausalLM forms it.
-at::Tensor training_loss(Model& model, const ftcore::sdk::TensorMap& ref, const Forward& f) {
+at::Tensor training_loss(Model& model, const ftcore::sdk::TensorMap& ref, const Forward& f,
+                         const std::string& labels = "labels") {
   const auto& c = model.config();
   const int64_t t = f.logits.size(1), v = f.logits.size(2);
   const at::Tensor ce = at::cross_entropy_loss(f.logits.narrow(1, 0, t - 1).reshape({-1, v}),
-                                               get(ref, "labels").narrow(1, 1, t - 1).reshape({-1}), {},
+                                               get(ref, labels).narrow(1, 1, t - 1).reshape({-1}), {},
                                                at::Reduction::Mean, -100);
   return ce + c.router_aux_loss_coef *
                   ftcore::load_balancing_loss(f.router, c.num_experts, c.num_experts_per_tok, get(ref, "attention_mask"));
@@ -149,41 +155,79 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
     }
   }
 
-  // 3. LoRA (all-linear: the Linear modules PEFT's all-linear adapts) with the aux loss in the loss.
-  for (auto& p : model->named_parameters()) p.tensor.set_requires_grad(false);
+  // 3. Full fine-tuning: every parameter's gradient (the grouped expert
+  // matmul's backward for the expert stacks) against transformers'.
+  {
+    model->module().train();
+    for (auto& p : model->named_parameters()) p.tensor.set_requires_grad(true);
+    const Forward f = run(*model, ref);
+    training_loss(*model, ref, f, "full_labels").backward();
+    double diff = 0, expert_scale = 0;
+    for (auto& p : model->named_parameters()) {
+      const at::Tensor& theirs = get(ref, "full_grad." + p.name);
+      const at::Tensor ours = p.tensor.grad();
+      ASSERT_TRUE(ours.defined()) << p.name;
+      const double d = (ours - theirs).abs().max().item<double>();
+      EXPECT_LT(d, kGradTolerance) << p.name;
+      diff = std::max(diff, d);
+      if (p.name.find(".experts.") != std::string::npos) expert_scale = std::max(expert_scale, theirs.abs().max().item<double>());
+      p.tensor.mutable_grad() = at::Tensor();
+      p.tensor.set_requires_grad(false);
+    }
+    std::cout << "[ measure ] " << GetParam() << " full fine-tuning: max |grad diff| vs transformers = " << diff
+              << " (max |expert grad| " << expert_scale << ")\n";
+    EXPECT_GT(expert_scale, 1e-3);
+  }
+
+  // 4. LoRA (PEFT's all-linear: attention slots, and each sparse layer's router
+  // and expert stacks as target_parameters) with the aux loss in the loss.
   auto adapter = make_all_linear_lora();
+  at::manual_seed(kLoraSeed);
   const auto groups = adapter->apply(*model);
   ASSERT_EQ(groups.size(), 1u);
-  std::vector<std::string> adapted;
+  // The Linear modules and parameters PEFT's all-linear adapts, and as many LoRA tensors as PEFT draws.
+  std::vector<std::string> adapted_modules;
   for (const auto& p : groups[0].params) {
-    EXPECT_TRUE(p.name.find(".self_attn.") != std::string::npos) << p.name << ": only attention is adapted";
     const std::string module = p.name.substr(0, p.name.find(".lora_"));
-    if (std::find(adapted.begin(), adapted.end(), module) == adapted.end()) adapted.push_back(module);
+    const bool parameter_target = module.find(".mlp.experts") != std::string::npos ||
+                                  module.size() >= 9 && module.compare(module.size() - 9, 9, ".mlp.gate") == 0;
+    if (!parameter_target &&
+        std::find(adapted_modules.begin(), adapted_modules.end(), module) == adapted_modules.end())
+      adapted_modules.push_back(module);
   }
   const nlohmann::json peft_picks = nlohmann::json::parse(std::ifstream(dir / "all_linear.json"));
-  EXPECT_EQ(adapted, peft_picks["modules"].get<std::vector<std::string>>()) << "all-linear picks other Linear modules than PEFT";
-  std::cout << "[ measure ] " << GetParam() << " all-linear: the " << adapted.size()
-            << " Linear modules PEFT's all-linear adapts; PEFT's target_parameters (router, experts: not built) add "
-            << peft_picks["parameters"].dump() << "\n";
+  EXPECT_EQ(adapted_modules, peft_picks["modules"].get<std::vector<std::string>>())
+      << "all-linear picks other Linear modules than PEFT";
+  size_t peft_tensors = 0;
+  for (const auto& [name, tensor] : ref.tensors) peft_tensors += name.rfind("init.", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(groups[0].params.size(), peft_tensors) << "PEFT's all-linear adapts " << peft_picks.dump();
+  for (const auto& p : groups[0].params) {
+    const at::Tensor& theirs = get(ref, "init." + p.name);
+    ASSERT_EQ(p.tensor.sizes(), theirs.sizes()) << p.name;
+    EXPECT_TRUE(at::equal(p.tensor, theirs)) << p.name << ": not PEFT's initial tensor for the same seed";
+  }
   adapter->load(read_all(dir / "adapter" / "adapter_model.safetensors"));
   model->module().train();
   const Forward f = run(*model, ref);
   const at::Tensor loss = training_loss(*model, ref, f);
   loss.backward();
   const double loss_diff = std::abs(loss.item<double>() - get(ref, "lora_loss").item<double>());
-  double grad_diff = 0, grad_scale = 0;
+  double grad_diff = 0, grad_scale = 0, expert_grad_scale = 0;
   for (const auto& p : groups[0].params) {
     const at::Tensor& theirs = get(ref, "grad." + p.name);
     ASSERT_TRUE(p.tensor.grad().defined()) << p.name;
-    grad_diff = std::max(grad_diff, (p.tensor.grad() - theirs).abs().max().item<double>());
+    const double diff = (p.tensor.grad() - theirs).abs().max().item<double>();
+    EXPECT_LT(diff, kGradTolerance) << p.name;
+    grad_diff = std::max(grad_diff, diff);
     grad_scale = std::max(grad_scale, theirs.abs().max().item<double>());
+    if (p.name.find(".experts.") != std::string::npos)
+      expert_grad_scale = std::max(expert_grad_scale, theirs.abs().max().item<double>());
   }
   std::cout << "[ measure ] " << GetParam() << " LoRA loss |diff| vs PEFT = " << loss_diff << ", " << groups[0].params.size()
-            << " gradients (max |grad| " << grad_scale << ") max |diff| = " << grad_diff << "\n";
-  EXPECT_EQ(groups[0].params.size(), 8u * static_cast<size_t>(config.num_layers));
+            << " gradients (max |grad| " << grad_scale << ", experts " << expert_grad_scale << ") max |diff| = " << grad_diff
+            << "\n";
   EXPECT_LT(loss_diff, kAuxTolerance);
-  EXPECT_LT(grad_diff, kGradTolerance);
-  EXPECT_GT(grad_scale, 1e-3) << "gradients too small for the comparison to mean much";
+  EXPECT_GT(expert_grad_scale, 1e-3) << "expert gradients too small for the comparison to mean much";
 
   // Merged into a fresh copy of the base: PEFT's merge_and_unload logits.
   {
@@ -200,7 +244,8 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
     EXPECT_LT(merge_diff, kLogitTolerance);
   }
 
-  // 4. PEFT loads the adapter ftcore writes (after an SGD step, so the values are ftcore's own).
+  // 5. PEFT loads the adapter ftcore writes (after an SGD step, so the values
+  // are ftcore's own): its logits equal ftcore's, and merge_and_unload()'s equal ftcore's merge.
   {
     at::NoGradGuard no_grad;
     for (const auto& p : groups[0].params) p.tensor.sub_(p.tensor.grad() * 0.5);
@@ -209,12 +254,26 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
   fs::create_directories(out);
   ftcore::safetensors::write_file(out / "adapter_model.safetensors", adapter->save());
   std::ofstream(out / "adapter_config.json") << adapter->peft_config_json();
+  {
+    at::NoGradGuard no_grad;
+    model->module().eval();
+    ftcore::sdk::TensorMap logits;
+    logits.add("logits", run(*model, ref).logits.contiguous());
+    adapter->merge(*model);
+    logits.add("merged", run(*model, ref).logits.contiguous());
+    ftcore::safetensors::write_file(out / "ftcore_logits.safetensors", logits);
+  }
   const auto loaded = nlohmann::json::parse(ftcore::testing::run_python(
       "reference/moe_reference.py",
       "load " + ftcore::testing::shell_quote(out.string()) + " " + ftcore::testing::shell_quote((dir / "model").string())));
-  std::cout << "[ measure ] PEFT with ftcore's adapter vs merged by hand: max |logit diff| = " << loaded["max_diff"] << "\n";
-  EXPECT_EQ(loaded["lora_modules"].get<int64_t>(), 4 * config.num_layers);
+  std::cout << "[ measure ] PEFT with ftcore's adapter vs ftcore: max |logit diff| = " << loaded["max_diff"]
+            << "; merge_and_unload vs ftcore's merge: " << loaded["merged_max_diff"] << "\n";
+  size_t peft_modules = 0;
+  for (const auto& [name, tensor] : read_all(dir / "adapter" / "adapter_model.safetensors").tensors)
+    peft_modules += name.size() >= 13 && name.compare(name.size() - 13, 13, "lora_A.weight") == 0 ? 1 : 0;
+  EXPECT_EQ(loaded["lora_modules"].get<size_t>(), peft_modules);
   EXPECT_LT(loaded["max_diff"].get<double>(), kLogitTolerance);
+  EXPECT_LT(loaded["merged_max_diff"].get<double>(), kLogitTolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, MoeReference,

@@ -15,7 +15,11 @@ the top-K probabilities and one not (norm_topk_prob false, sliding window).
                   returned, recorded by a forward hook), sparse_layers [layers] (bool:
                   the layer's mlp is the sparse block), generated [3, 12] and
                   prompts [3, 6] (greedy generate with the KV cache,
-                  ending at EOS 2; -1 pads a row that ended early), and for LoRA:
+                  ending at EOS 2; -1 pads a row that ended early), and for LoRA
+                  (PEFT's all-linear, which on transformers 5's MoE models adds
+                  target_parameters: the routers' gate.weight and the experts'
+                  gate_up_proj (rank 2r) and down_proj): "init.<name>" of every
+                  LoRA tensor as get_peft_model draws it after torch.manual_seed(LORA_SEED),
                   lora_loss (outputs.loss = cross-entropy + router_aux_loss_coef x
                   aux_loss) and "grad.<name>" of every LoRA tensor after its backward.
                   merged_logits (that adapter's merge_and_unload, fp32 logits of the batch),
@@ -25,11 +29,15 @@ the top-K probabilities and one not (norm_topk_prob false, sliding window).
                   OUT/all_linear.json: what PEFT's target_modules="all-linear" adapts:
                   "modules" (Linear modules, lora.Linear) and "parameters" (the
                   router / experts through target_parameters).
+                  Full fine-tuning: "full_grad.<name>" of every parameter (fused
+                  expert names) after the same loss's backward with "full_labels"
+                  (no prediction made at a padding position), no adapter.
   fused NAME OUT  the same model saved with transformers 5's fused expert names
                   (mlp.experts.gate_up_proj / down_proj) to OUT/fused_model.
-  load DIR MODEL  loads the PEFT adapter in DIR on MODEL and prints the max |logit
-                  difference| against the same model with the adapter merged by hand
-                  from DIR's tensors (checks PEFT reads what ftcore wrote).
+  load DIR MODEL  loads the PEFT adapter in DIR (ftcore's) on MODEL and prints the
+                  max |logit difference| against DIR/ftcore_logits.safetensors'
+                  "logits" (ftcore with its adapter), then merge_and_unload()'s
+                  against its "merged" (ftcore's merge), on the reference batch.
 """
 import json
 import os
@@ -63,8 +71,7 @@ TINY = {
         **dict(COMMON, num_hidden_layers=4), num_experts=6, num_experts_per_tok=3, moe_intermediate_size=24,
         norm_topk_prob=False, decoder_sparse_step=2, use_sliding_window=True, sliding_window=6)),
 }
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]  # what ftcore's all-linear adapts on these models
-LORA_RANK, LORA_ALPHA = 4, 8
+LORA_RANK, LORA_ALPHA, LORA_SEED = 4, 8, 4321
 PACKED_LENGTHS, PACKED_WIDTH = [5, 9, 4], 20
 
 
@@ -132,10 +139,31 @@ def write_all_linear(name, out):
         json.dump({"modules": modules, "parameters": parameters}, f)
 
 
+def write_full_gradients(model, inputs, reference):
+    """Every parameter's gradient with full_labels: labels without the predictions made at a padding
+    position (the left-padded row's first real token). The pad embedding is zero, so RMSNorm's backward
+    at those positions scales by 1/sqrt(eps) per layer and the result says nothing about the experts."""
+    ids, mask, positions, labels = inputs
+    labels = labels.clone()
+    labels[:, 1:] = labels[:, 1:].masked_fill(mask[:, :-1] == 0, -100)
+    reference["full_labels"] = labels
+    model.train()
+    model(input_ids=ids, attention_mask=mask, position_ids=positions, labels=labels,
+          output_router_logits=True).loss.backward()
+    for n, p in model.named_parameters():
+        reference["full_grad." + n] = p.grad.detach().clone()
+    model.zero_grad(set_to_none=True)
+    model.eval()
+
+
 def write_lora(model, out, inputs, reference):
     from peft import LoraConfig, get_peft_model
     ids, mask, positions, labels = inputs
-    peft_model = get_peft_model(model, LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, target_modules=LORA_TARGETS))
+    torch.manual_seed(LORA_SEED)
+    peft_model = get_peft_model(model, LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, target_modules="all-linear"))
+    for n, p in peft_model.named_parameters():
+        if p.requires_grad:
+            reference["init." + n.removeprefix("base_model.model.").replace(".default.", ".")] = p.detach().clone()
     g = torch.Generator().manual_seed(99)
     with torch.no_grad():
         for n, p in peft_model.named_parameters():
@@ -173,6 +201,7 @@ def write_tiny(name, out):
     write_generation(model, model.config.vocab_size, reference)
     write_packed(model, model.config.vocab_size, reference)
     write_all_linear(name, out)
+    write_full_gradients(model, (ids, mask, positions, labels), reference)
     write_lora(model, out, (ids, mask, positions, labels), reference)
     save_file({k: v.contiguous() for k, v in reference.items()}, os.path.join(out, "reference.safetensors"))
 
@@ -188,30 +217,21 @@ def write_fused(name, out):
 
 
 def load_adapter(adapter_dir, model_dir):
-    """PEFT loads ftcore's adapter; its logits equal a merged-by-hand model's."""
+    """PEFT loads ftcore's adapter: its logits, and merge_and_unload()'s, against ftcore's own."""
     from peft import PeftModel
     from safetensors.torch import load_file
+    ours = load_file(os.path.join(adapter_dir, "ftcore_logits.safetensors"))
     ids, mask, _, _ = batch_inputs(96, 7)
     base = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     peft_model = PeftModel.from_pretrained(base, adapter_dir).eval()
+    keep = mask.bool().unsqueeze(-1)
     with torch.no_grad():
         with_adapter = peft_model(input_ids=ids, attention_mask=mask).logits
-    config = json.load(open(os.path.join(adapter_dir, "adapter_config.json")))
-    scale = config["lora_alpha"] / config["r"]
+        merged = peft_model.merge_and_unload()(input_ids=ids, attention_mask=mask).logits
     tensors = load_file(os.path.join(adapter_dir, "adapter_model.safetensors"))
-    merged = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    with torch.no_grad():
-        modules = dict(merged.named_modules())
-        for key, a in tensors.items():
-            if not key.endswith("lora_A.weight"):
-                continue
-            module = key.removeprefix("base_model.model.").removesuffix(".lora_A.weight")
-            b = tensors[key.replace("lora_A", "lora_B")]
-            modules[module].weight += scale * (b @ a)
-        by_hand = merged(input_ids=ids, attention_mask=mask).logits
-    keep = mask.bool().unsqueeze(-1)
-    print(json.dumps({"max_diff": ((with_adapter - by_hand).abs() * keep).max().item(),
-                      "lora_modules": len(tensors) // 2}))
+    print(json.dumps({"max_diff": ((with_adapter - ours["logits"]).abs() * keep).max().item(),
+                      "merged_max_diff": ((merged - ours["merged"]).abs() * keep).max().item(),
+                      "lora_modules": sum(k.endswith("lora_A.weight") for k in tensors)}))
 
 
 def main(argv):

@@ -124,6 +124,10 @@ class Model : public sdk::ModelView {
   // Each tensor once: with tied embeddings lm_head.weight is
   // model.embed_tokens.weight and is listed under that name only.
   std::vector<sdk::NamedParameter> named_parameters() const override;
+  // MoE routers and expert stacks (model_moe.h; adaptable_parameters.cpp).
+  std::vector<std::string> adaptable_parameter_paths() const override;
+  at::Tensor adaptable_parameter(const std::string& path) const override;
+  void set_parameter_transform(const std::string& path, std::shared_ptr<sdk::ParameterTransform> transform) override;
 
  private:
   ModelConfig config_;

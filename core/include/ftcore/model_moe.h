@@ -16,7 +16,12 @@
 //
 // The experts run grouped: the N x K (token, expert) pairs are sorted by
 // expert, each expert multiplies its rows in one matmul, and the weighted
-// results are index_add-ed back to their tokens (no loop over tokens).
+// results are index_add-ed back to their tokens (no loop over tokens); one
+// autograd node covers all experts (core/src/model/moe_grouped_mlp.h).
+//
+// The router weight and both expert stacks are sdk::ModelView's adaptable
+// parameters: an adapter's sdk::ParameterTransform (LoRA's target_parameters)
+// stands in for each on every forward, the parameter itself left frozen.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,7 @@
 #include <torch/nn/module.h>
 
 #include "ftcore/model_config.h"
+#include "ftcore/sdk/model_view.h"
 
 namespace ftcore::model {
 
@@ -44,6 +50,7 @@ class TopKRouter : public torch::nn::Module {
   TopKRouter(const ModelConfig& config, const c10::TensorOptions& options);
   Routing forward(const at::Tensor& x) const;  // x [N, C]
   const at::Tensor& weight() const { return weight_; }
+  std::shared_ptr<sdk::ParameterTransform> weight_transform;  // null: the weight as it is
 
  private:
   at::Tensor weight_;  // [E, C]
@@ -58,6 +65,7 @@ class Experts : public torch::nn::Module {
   at::Tensor forward(const at::Tensor& x, const Routing& routing) const;
   int64_t num_experts() const { return gate_up_proj.size(0); }
   at::Tensor gate_up_proj, down_proj;  // the parameters (see the file comment)
+  std::shared_ptr<sdk::ParameterTransform> gate_up_transform, down_transform;  // null: the parameter as it is
 };
 
 // Each sparse layer's router logits of one forward, in layer order: what

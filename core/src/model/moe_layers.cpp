@@ -1,5 +1,5 @@
 // The sparse MoE block (model_moe.h): the top-K router, the grouped expert
-// matmuls and the load-balancing loss, op for op as transformers 5's
+// matmuls (moe_grouped_mlp.h) and the load-balancing loss, op for op as transformers 5's
 // MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock and load_balancing_loss_func
 // compute them, so fp32 outputs and router choices agree to rounding.
 //
@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include "ftcore/model_moe.h"
+#include "moe_grouped_mlp.h"
 
 namespace ftcore::model {
 
@@ -20,7 +21,7 @@ TopKRouter::TopKRouter(const ModelConfig& c, const c10::TensorOptions& options)
 
 Routing TopKRouter::forward(const at::Tensor& x) const {
   Routing r;
-  r.logits = at::linear(x, weight_);                      // [N, E]
+  r.logits = at::linear(x, weight_transform ? weight_transform->forward(weight_) : weight_);  // [N, E]
   const at::Tensor probs = at::softmax(r.logits, -1, at::kFloat);  // [N, E] fp32
   auto [top, index] = at::topk(probs, top_k_, -1);        // [N, K], best first
   if (normalise_) top = top / top.sum(-1, /*keepdim=*/true);
@@ -35,7 +36,7 @@ Experts::Experts(int64_t num_experts, int64_t hidden_size, int64_t expert_width,
 }
 
 at::Tensor Experts::forward(const at::Tensor& x, const Routing& routing) const {
-  const int64_t num = num_experts(), k = routing.experts.size(1), width = down_proj.size(2);
+  const int64_t num = num_experts(), k = routing.experts.size(1);
   if (x.size(0) == 0) return at::zeros_like(x);
   const at::Tensor flat = routing.experts.reshape(-1);                 // [P] the expert of each pair
   const at::Tensor order = at::argsort(flat, /*stable=*/true);         // pairs grouped by expert
@@ -43,20 +44,11 @@ at::Tensor Experts::forward(const at::Tensor& x, const Routing& routing) const {
   const at::Tensor counts = at::bincount(flat, {}, num).to(at::kCPU);  // pairs per expert (one host sync)
   const at::Tensor rows = x.index_select(0, token);                    // [P, C]
   const int64_t* count = counts.data_ptr<int64_t>();
-
-  std::vector<at::Tensor> outputs;
-  int64_t start = 0;
-  for (int64_t e = 0; e < num; ++e) {
-    if (count[e] == 0) continue;
-    const at::Tensor xe = rows.narrow(0, start, count[e]);
-    start += count[e];
-    const at::Tensor h = at::linear(xe, gate_up_proj[e]);  // [n_e, 2F]
-    const at::Tensor act = at::silu(h.narrow(-1, 0, width)) * h.narrow(-1, width, width);
-    outputs.push_back(at::linear(act, down_proj[e]));  // [n_e, C]
-  }
-  const at::Tensor weights = routing.weights.reshape(-1).index_select(0, order).unsqueeze(1);  // [P, 1]
-  const at::Tensor weighted = (at::cat(outputs) * weights).to(x.scalar_type());
-  return at::zeros_like(x).index_add(0, token, weighted);
+  const at::Tensor w1 = gate_up_transform ? gate_up_transform->forward(gate_up_proj) : gate_up_proj;
+  const at::Tensor w2 = down_transform ? down_transform->forward(down_proj) : down_proj;
+  const at::Tensor out = grouped_expert_mlp(rows, std::vector<int64_t>(count, count + num), w1, w2);  // [P, C]
+  const at::Tensor weights = routing.weights.reshape(-1).index_select(0, order).unsqueeze(1);         // [P, 1]
+  return at::zeros_like(x).index_add(0, token, (out * weights).to(x.scalar_type()));
 }
 
 SparseMoeBlock::SparseMoeBlock(const ModelConfig& c, const c10::TensorOptions& options) {

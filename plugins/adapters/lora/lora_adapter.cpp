@@ -38,10 +38,14 @@ std::pair<c10::Device, c10::ScalarType> device_and_dtype_of(const sdk::LinearMod
 // then reset_lora_parameters draws A again (Kaiming-uniform, or normal with
 // std 1/r for "gaussian") and zeroes B. Drawn on the CPU in fp32, in this
 // order, so one seed gives PEFT's values.
-std::pair<at::Tensor, at::Tensor> init_lora_factors(int64_t r, int64_t in, int64_t out, LoraInit init) {
+// `rows` is r, or r x E for an expert stack (PEFT's ParamWrapper:
+// nn.Linear(in, r*E) and nn.Linear(r*E, out); gaussian keeps std 1/r).
+std::pair<at::Tensor, at::Tensor> init_lora_factors(int64_t r, int64_t in, int64_t out, LoraInit init,
+                                                    int64_t rows = 0) {
   at::NoGradGuard no_grad;
-  at::Tensor a = at::empty({r, in}, at::TensorOptions().dtype(at::kFloat));
-  at::Tensor b = at::empty({out, r}, at::TensorOptions().dtype(at::kFloat));
+  if (rows == 0) rows = r;
+  at::Tensor a = at::empty({rows, in}, at::TensorOptions().dtype(at::kFloat));
+  at::Tensor b = at::empty({out, rows}, at::TensorOptions().dtype(at::kFloat));
   torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
   torch::nn::init::kaiming_uniform_(b, std::sqrt(5.0));
   if (init == LoraInit::Gaussian)
@@ -50,6 +54,25 @@ std::pair<at::Tensor, at::Tensor> init_lora_factors(int64_t r, int64_t in, int64
     torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
   b.zero_();
   return {a, b};
+}
+
+// PEFT's module path for each targeted parameter: its owner module, under one
+// "base_layer." per parameter of that owner targeted after it (nested ParamWrappers).
+std::vector<std::string> peft_modules_of(const std::vector<ParameterTarget>& targets) {
+  auto owner = [](const std::string& path) { return path.substr(0, path.rfind('.')); };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    std::string module = owner(targets[i].path);
+    for (size_t j = i + 1; j < targets.size(); ++j)
+      if (owner(targets[j].path) == owner(targets[i].path)) module += ".base_layer";
+    out.push_back(module);
+  }
+  return out;
+}
+
+// Rounds A as PEFT's cast to the base dtype and back to fp32 leaves it (autocast_adapter_dtype).
+at::Tensor round_to_base_dtype(const at::Tensor& a, c10::ScalarType dtype) {
+  return dtype == at::kBFloat16 || dtype == at::kHalf ? a.to(dtype).to(at::kFloat) : a;
 }
 
 }  // namespace
@@ -87,8 +110,12 @@ std::vector<sdk::ParamGroupSpec> LoraAdapter::apply(sdk::ModelView& model) {
   std::vector<std::string> param_names;
   for (const auto& p : params) param_names.push_back(p.name);
 
+  const std::vector<std::string> parameter_paths = model.adaptable_parameter_paths();
   targets_ = select_lora_targets(peft_addressable_slots(model.architecture(), paths, options_), model.num_layers(),
                                  options_);
+  const std::vector<ParameterTarget> parameter_targets = select_parameter_targets(parameter_paths, options_);
+  if (!parameter_targets.empty()) check_parameter_lora_options(options_);
+  moe_all_linear_ = options_.all_linear() && !parameter_paths.empty();
   const SaveTargets save = select_modules_to_save(paths, param_names, options_);
   for (const auto& slot : save.slots)
     if (std::find(targets_.paths.begin(), targets_.paths.end(), slot) != targets_.paths.end())
@@ -123,12 +150,28 @@ std::vector<sdk::ParamGroupSpec> LoraAdapter::apply(sdk::ModelView& model) {
     const auto [device, dtype] = device_and_dtype_of(*base);
     // PEFT moves new factors to the base's dtype, then autocast_adapter_dtype
     // casts fp16/bf16 ones back to fp32: A starts rounded to the base dtype.
-    if (dtype == at::kBFloat16 || dtype == at::kHalf) a = a.to(dtype).to(at::kFloat);
+    a = round_to_base_dtype(a, dtype);
     // DoRA: m = ||W + s B A|| per row with B = 0, i.e. ||W||.
     at::Tensor magnitude = options_.use_dora ? dora_initial_magnitude(base->dense_weight()).to(device) : at::Tensor();
     auto lora = std::make_shared<LoraLinear>(base, a.to(device), b.to(device), scaling, options_.dropout, magnitude);
     model.replace_linear(path, lora);
     wrapped_.push_back({path, lora});
+  }
+
+  // After the Linear slots, as PEFT injects target_parameters after target_modules (same draws per seed).
+  const std::vector<std::string> peft_modules = peft_modules_of(parameter_targets);
+  for (size_t i = 0; i < parameter_targets.size(); ++i) {
+    const ParameterTarget& t = parameter_targets[i];
+    const at::Tensor w = model.adaptable_parameter(t.path);
+    // PEFT's ParamWrapper: [E, out, in] (out, in swapped from the shape's
+    // [E, in, out] reading since transformers' experts are not transposed); [out, in] with E = 1.
+    const int64_t experts = w.dim() == 3 ? w.size(0) : 1, out = w.size(-2), in = w.size(-1);
+    auto [a, b] = init_lora_factors(t.r, in, out, options_.init, t.r * experts);
+    a = round_to_base_dtype(a, w.scalar_type());
+    const double scaling = options_.use_rslora ? t.alpha / std::sqrt(static_cast<double>(t.r)) : t.alpha / t.r;
+    auto lora = std::make_shared<ParameterLora>(experts, a.to(w.device()), b.to(w.device()), scaling);
+    model.set_parameter_transform(t.path, lora);
+    wrapped_parameters_.push_back({t.path, peft_modules[i], lora});
   }
 
   for (const auto& path : save.slots) {
@@ -156,6 +199,10 @@ std::vector<sdk::ParamGroupSpec> LoraAdapter::apply(sdk::ModelView& model) {
     group.params.push_back({w.path + ".lora_B.weight", w.module->lora_b()});
     if (w.module->use_dora()) group.params.push_back({w.path + ".lora_magnitude_vector.weight", w.module->magnitude()});
   }
+  for (const auto& w : wrapped_parameters_) {
+    group.params.push_back({w.peft_module + ".lora_A.weight", w.module->lora_a()});
+    group.params.push_back({w.peft_module + ".lora_B.weight", w.module->lora_b()});
+  }
   for (const auto& p : full_params_) group.params.push_back(p);
   return {group};
 }
@@ -167,6 +214,10 @@ std::vector<std::pair<std::string, at::Tensor>> LoraAdapter::adapter_tensors() c
     out.emplace_back(kPeftPrefix + w.path + ".lora_B.weight", w.module->lora_b());
     // PEFT saves m without ".weight" (its state dict drops it for this one).
     if (w.module->use_dora()) out.emplace_back(kPeftPrefix + w.path + ".lora_magnitude_vector", w.module->magnitude());
+  }
+  for (const auto& w : wrapped_parameters_) {
+    out.emplace_back(kPeftPrefix + w.peft_module + ".lora_A.weight", w.module->lora_a());
+    out.emplace_back(kPeftPrefix + w.peft_module + ".lora_B.weight", w.module->lora_b());
   }
   for (const auto& p : full_params_) out.emplace_back(kPeftPrefix + p.name, p.tensor);
   return out;
@@ -185,10 +236,17 @@ sdk::TensorMap LoraAdapter::save() const {
 std::string LoraAdapter::peft_config_json() const {
   if (!applied_ && (options_.all_linear()))
     throw std::logic_error("adapter/lora: peft_config_json() before apply() (all-linear is resolved on the model)");
-  std::vector<std::string> names;
+  ResolvedTargets resolved;
   for (const auto& n : options_.all_linear() ? targets_.short_names : options_.target_modules)
-    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  return lora::peft_config_json(options_, names);
+    if (std::find(resolved.module_names.begin(), resolved.module_names.end(), n) == resolved.module_names.end())
+      resolved.module_names.push_back(n);
+  resolved.parameter_names = options_.target_parameters;
+  if (moe_all_linear_)
+    for (const char* n : {"gate.weight", "gate_up_proj", "down_proj"})
+      if (std::find(resolved.parameter_names.begin(), resolved.parameter_names.end(), n) == resolved.parameter_names.end())
+        resolved.parameter_names.push_back(n);
+  resolved.fused_gate_up = moe_all_linear_;
+  return lora::peft_config_json(options_, resolved);
 }
 
 void LoraAdapter::load(const sdk::TensorMap& weights) {
@@ -254,7 +312,13 @@ void LoraAdapter::merge(sdk::ModelView& model) {
     at::Tensor bias = base->bias();
     model.replace_linear(w.path, std::make_shared<PlainLinear>(weight.set_requires_grad(false), bias));
   }
+  for (const auto& w : wrapped_parameters_) {
+    at::Tensor weight = model.adaptable_parameter(w.path);
+    weight.copy_(w.module->merged(weight));
+    model.set_parameter_transform(w.path, nullptr);
+  }
   wrapped_.clear();
+  wrapped_parameters_.clear();
   merged_ = true;
 }
 

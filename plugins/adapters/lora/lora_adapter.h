@@ -18,6 +18,15 @@
 //             W + scaling * B A (DoRA: each row rescaled to m / ||row||)
 //             (PEFT's merge_and_unload).
 //
+// target_parameters (MoE routers and expert stacks, lora_parameter.h) are
+// adapted in place through sdk::ModelView's parameter transforms, saved as
+// PEFT's nested ParamWrappers name them: on a module with n targeted
+// parameters the i-th (registration order: gate_up_proj, then down_proj)
+// sits under n-1-i "base_layer." levels, e.g.
+// "base_model.model.model.layers.0.mlp.experts.base_layer.lora_A.weight"
+// (gate_up_proj) and "...mlp.experts.lora_A.weight" (down_proj); merge()
+// folds the delta into the parameter itself.
+//
 // Initialisation draws from torch's default CPU generator exactly as PEFT's
 // LoraLayer.update_layer does (nn.Linear's own init of A and B, then
 // reset_lora_parameters), so the same seed gives PEFT's A bit for bit; with
@@ -32,6 +41,7 @@
 #include "ftcore/sdk/adapter.h"
 #include "lora_config.h"
 #include "lora_linear.h"
+#include "lora_parameter.h"
 #include "lora_targets.h"
 
 namespace ftcore::plugins::lora {
@@ -48,6 +58,9 @@ class LoraAdapter : public sdk::Adapter {
   void merge(sdk::ModelView& model) override;
   std::string initial_weights_dir() const override { return options_.lora_model_dir; }
 
+ protected:
+  size_t adapted_parameter_count() const { return wrapped_parameters_.size(); }
+
  private:
   struct Wrapped {
     std::string path;
@@ -60,6 +73,13 @@ class LoraAdapter : public sdk::Adapter {
   LoraOptions options_;
   LoraTargets targets_;
   std::vector<Wrapped> wrapped_;
+  struct WrappedParameter {
+    std::string path;         // HF parameter name
+    std::string peft_module;  // the module path PEFT saves its factors under (see above)
+    std::shared_ptr<ParameterLora> module;
+  };
+  std::vector<WrappedParameter> wrapped_parameters_;
+  bool moe_all_linear_ = false;  // all-linear resolved on an MoE model (PEFT's fused gate_up_proj pattern)
   std::vector<sdk::NamedParameter> full_params_;  // modules_to_save, by HF parameter name
   bool applied_ = false;
   bool merged_ = false;

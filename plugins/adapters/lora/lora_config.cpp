@@ -38,6 +38,12 @@ sdk::ParamSpec lora_param_spec() {
       .with_doc("Linear slots to adapt: a name matches a slot whose path equals it or ends with \".\" + name "
                 "(q_proj, mlp.down_proj, model.layers.0.self_attn.q_proj); [\"all-linear\"] = every Linear but "
                 "the output layer (lm_head). Each name must match a slot.");
+  s.add_string_list("target_parameters", {})
+      .with_doc("Parameters to adapt in place (PEFT's target_parameters): the MoE router and expert stacks, "
+                "e.g. [\"mlp.experts.gate_up_proj\", \"mlp.experts.down_proj\", \"mlp.gate.weight\"]; a name "
+                "matches a parameter whose HF name equals it or ends with \".\" + name. A 3-D expert stack gets "
+                "a rank-r update per expert. all-linear on an MoE model adds all three (gate_up_proj at rank 2r, "
+                "alpha 2 alpha), as PEFT does. Not with dropout > 0 or use_dora (PEFT refuses both).");
   s.add_string("target_regex", "")
       .with_doc("Instead of target_modules: a regex (ECMAScript) that must match a slot's whole path, "
                 "e.g. 'model\\.layers\\.[0-3]\\.self_attn\\.(q|v)_proj' (PEFT's target_modules as a string).");
@@ -71,16 +77,16 @@ LoraOptions lora_options_from(const sdk::Options& options) {
   using O = LoraOptions;
   O o = sdk::read_fields<O>(
       options, {{"r", &O::r}, {"alpha", &O::alpha}, {"dropout", &O::dropout}, {"target_modules", &O::target_modules},
-                {"target_regex", &O::target_regex}, {"exclude_modules", &O::exclude_modules},
+                {"target_parameters", &O::target_parameters}, {"target_regex", &O::target_regex}, {"exclude_modules", &O::exclude_modules},
                 {"layers_to_transform", &O::layers_to_transform}, {"modules_to_save", &O::modules_to_save},
                 {"fan_in_fan_out", &O::fan_in_fan_out}, {"use_rslora", &O::use_rslora}, {"use_dora", &O::use_dora},
                 {"lora_model_dir", &O::lora_model_dir}});
   o.init = options.get_string("init") == "gaussian" ? LoraInit::Gaussian : LoraInit::Kaiming;
   if (o.r < 1) throw sdk::OptionError("r must be >= 1, got " + std::to_string(o.r));
-  if (o.target_regex.empty() && o.target_modules.empty())
+  if (o.target_regex.empty() && o.target_modules.empty() && o.target_parameters.empty())
     throw sdk::OptionError(
         "target_modules is empty: name the Linear slots to adapt (e.g. [\"q_proj\", "
-        "\"v_proj\"] or [\"all-linear\"]) or give target_regex");
+        "\"v_proj\"] or [\"all-linear\"]) or give target_regex or target_parameters");
   if (o.all_linear() || !o.target_regex.empty()) {
     if (!o.layers_to_transform.empty())
       throw sdk::OptionError(std::string("layers_to_transform cannot be used with ") +
@@ -91,7 +97,26 @@ LoraOptions lora_options_from(const sdk::Options& options) {
   }
   for (const auto& name : o.target_modules)
     if (name.empty()) throw sdk::OptionError("target_modules holds an empty name");
+  for (const auto& name : o.target_parameters)
+    if (name.empty()) throw sdk::OptionError("target_parameters holds an empty name");
+  if (!o.target_parameters.empty()) check_parameter_lora_options(o);
   return o;
+}
+
+const char* const kFusedGateUpPattern = ".*\\.gate_up_proj";
+
+void check_parameter_lora_options(const LoraOptions& o) {
+  // PEFT's ParamWrapper.__init__ / update_layer raise for these.
+  if (o.dropout != 0.0)
+    throw sdk::OptionError("target_parameters (or all-linear on an MoE model) needs dropout = 0: PEFT's ParamWrapper "
+                           "cannot apply dropout to the input of a parameter's update; got dropout = " +
+                           std::to_string(o.dropout));
+  if (o.use_dora)
+    throw sdk::OptionError("target_parameters (or all-linear on an MoE model) does not work with use_dora = true "
+                           "(PEFT's ParamWrapper refuses it too)");
+  if (!o.layers_to_transform.empty())
+    throw sdk::OptionError("target_parameters cannot be combined with layers_to_transform: name the layers in the "
+                           "parameter names instead (e.g. \"model.layers.0.mlp.experts.down_proj\")");
 }
 
 namespace {
@@ -108,7 +133,7 @@ nlohmann::ordered_json alpha_json(double alpha) {
 
 }  // namespace
 
-std::string peft_config_json(const LoraOptions& o, const std::vector<std::string>& target_short_names) {
+std::string peft_config_json(const LoraOptions& o, const ResolvedTargets& targets) {
   nlohmann::ordered_json j;
   j["peft_type"] = "LORA";
   j["task_type"] = "CAUSAL_LM";
@@ -120,7 +145,8 @@ std::string peft_config_json(const LoraOptions& o, const std::vector<std::string
   if (!o.target_regex.empty())
     j["target_modules"] = o.target_regex;
   else
-    j["target_modules"] = target_short_names;
+    j["target_modules"] = list_or_null(targets.module_names);
+  j["target_parameters"] = list_or_null(targets.parameter_names);
   j["exclude_modules"] = list_or_null(o.exclude_modules);
   j["layers_to_transform"] =
       o.layers_to_transform.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.layers_to_transform);
@@ -134,6 +160,10 @@ std::string peft_config_json(const LoraOptions& o, const std::vector<std::string
   j["lora_bias"] = false;
   j["rank_pattern"] = nlohmann::ordered_json::object();
   j["alpha_pattern"] = nlohmann::ordered_json::object();
+  if (targets.fused_gate_up) {
+    j["rank_pattern"][kFusedGateUpPattern] = 2 * o.r;
+    j["alpha_pattern"][kFusedGateUpPattern] = alpha_json(2 * o.alpha);
+  }
   return j.dump(2) + "\n";
 }
 
@@ -162,9 +192,28 @@ void check_peft_config_compatible(const std::string& config_file, const LoraOpti
   if (rslora != o.use_rslora)
     throw fail(std::string("use_rslora is ") + (rslora ? "true" : "false") + ", the recipe says " +
                (o.use_rslora ? "true" : "false"));
-  for (const char* key : {"rank_pattern", "alpha_pattern"})
-    if (j.contains(key) && j[key].is_object() && !j[key].empty())
-      throw fail(std::string(key) + " is set; per-module ranks and alphas are not supported");
+  // The one pattern ftcore writes too: PEFT's fused gate_up_proj (w1 + w3) at 2r / 2 alpha.
+  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+    if (!j.contains(key) || !j[key].is_object() || j[key].empty()) continue;
+    const double expected = std::string(key) == "rank_pattern" ? 2.0 * static_cast<double>(o.r) : 2.0 * o.alpha;
+    const auto& pattern = j[key];
+    if (pattern.size() != 1 || !pattern.contains(kFusedGateUpPattern) || !pattern[kFusedGateUpPattern].is_number() ||
+        pattern[kFusedGateUpPattern].get<double>() != expected)
+      throw fail(std::string(key) + " is " + pattern.dump() + "; per-module ranks and alphas are not supported "
+                 "beyond PEFT's fused {\"" + kFusedGateUpPattern + "\": 2 x the base value}");
+  }
+  if (!o.all_linear() && j.contains("target_parameters")) {
+    std::vector<std::string> theirs;
+    if (j["target_parameters"].is_array())
+      for (const auto& n : j["target_parameters"]) theirs.push_back(n.get<std::string>());
+    std::vector<std::string> ours = o.target_parameters;
+    std::sort(theirs.begin(), theirs.end());
+    std::sort(ours.begin(), ours.end());
+    if (theirs != ours) {
+      auto text = [](const std::vector<std::string>& v) { return nlohmann::json(v).dump(); };
+      throw fail("target_parameters is " + text(theirs) + ", the recipe says " + text(ours));
+    }
+  }
   const bool dora = j.contains("use_dora") && j["use_dora"].is_boolean() && j["use_dora"].get<bool>();
   if (dora != o.use_dora)
     throw fail(std::string("use_dora is ") + (dora ? "true" : "false") + ", the recipe says " +

@@ -17,7 +17,8 @@ struct LoraOptions {
   int64_t r = 8;
   double alpha = 16.0;
   double dropout = 0.0;
-  std::vector<std::string> target_modules = {"q_proj", "v_proj"};  // or {"all-linear"}
+  std::vector<std::string> target_modules = {"q_proj", "v_proj"};  // or {"all-linear"}; empty: target_parameters only
+  std::vector<std::string> target_parameters;                     // PEFT's target_parameters (lora_parameter.h)
   std::string target_regex;                                       // non-empty: used instead of target_modules
   std::vector<std::string> exclude_modules;
   std::vector<int64_t> layers_to_transform;
@@ -34,15 +35,30 @@ struct LoraOptions {
 };
 
 sdk::ParamSpec lora_param_spec();
+// Throws sdk::OptionError for dropout, DoRA or layers_to_transform with parameter targets (PEFT refuses the first two).
+void check_parameter_lora_options(const LoraOptions& options);
+
 // Throws sdk::OptionError for values or combinations PEFT refuses too.
 LoraOptions lora_options_from(const sdk::Options& options);
 
-// adapter_config.json for PeftModel.from_pretrained. `target_short_names`
-// are the resolved short names (all-linear expanded) unless a regex is used.
-std::string peft_config_json(const LoraOptions& options, const std::vector<std::string>& target_short_names);
+// What apply() resolved on the model, for adapter_config.json.
+struct ResolvedTargets {
+  std::vector<std::string> module_names;     // target_modules' short names (all-linear expanded)
+  std::vector<std::string> parameter_names;  // target_parameters (all-linear: PEFT's MoE names)
+  bool fused_gate_up = false;  // all-linear on an MoE model: gate_up_proj at rank 2r, alpha 2 alpha (lora_targets.h)
+};
+
+// adapter_config.json for PeftModel.from_pretrained (target_modules: the
+// short names unless a regex is used; fused_gate_up writes PEFT's
+// rank_pattern / alpha_pattern for gate_up_proj).
+std::string peft_config_json(const LoraOptions& options, const ResolvedTargets& targets);
+
+// PEFT's rank_pattern / alpha_pattern key for the fused experts' gate_up_proj.
+extern const char* const kFusedGateUpPattern;
 
 // Compares the scaling-defining fields of a PEFT adapter_config.json (r,
-// lora_alpha, use_rslora, use_dora; no rank/alpha patterns) with `options`; throws
+// lora_alpha, use_rslora, use_dora; no rank/alpha patterns but PEFT's fused
+// gate_up_proj one; target_parameters unless all-linear) with `options`; throws
 // std::runtime_error naming the file, the field and both values.
 void check_peft_config_compatible(const std::string& config_file, const LoraOptions& options);
 

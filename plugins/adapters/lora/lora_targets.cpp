@@ -73,6 +73,7 @@ int64_t layer_index_of(const std::string& path) {
 
 LoraTargets select_lora_targets(const std::vector<std::string>& linear_paths, int64_t num_layers,
                                 const LoraOptions& o) {
+  if (o.target_regex.empty() && o.target_modules.empty()) return {};  // target_parameters only
   for (const auto& name : o.exclude_modules)
     if (std::none_of(linear_paths.begin(), linear_paths.end(), [&](const auto& p) { return matches_name(p, name); }))
       throw std::invalid_argument("exclude_modules: \"" + name + "\" matches no Linear slot; " +
@@ -159,10 +160,35 @@ std::vector<std::string> peft_addressable_slots(const std::string& architecture,
       throw std::invalid_argument(
           (use_regex ? "target_regex \"" + o.target_regex + "\"" : std::string("target_modules")) + " selects " +
           path + ", a dense MLP of a Qwen3-MoE model: PEFT reads gate_proj/up_proj/down_proj on " + architecture +
-          " as the experts' fused parameters, so it could not load that adapter (the experts are not "
-          "adaptable in ftcore yet); target the attention projections (q_proj, k_proj, v_proj, o_proj)");
+          " as the experts' fused parameters, so it could not load that adapter; adapt the experts with "
+          "target_parameters = [\"gate_up_proj\", \"down_proj\"] and the attention with q_proj, k_proj, v_proj, o_proj");
   }
   return kept;
+}
+
+std::vector<ParameterTarget> select_parameter_targets(const std::vector<std::string>& parameter_paths,
+                                                      const LoraOptions& o) {
+  std::vector<std::string> names = o.target_parameters;
+  const bool moe_all_linear = o.all_linear() && !parameter_paths.empty();
+  if (moe_all_linear)
+    for (const char* n : {"gate.weight", "gate_up_proj", "down_proj"})
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  for (const auto& name : names)
+    if (std::none_of(parameter_paths.begin(), parameter_paths.end(), [&](const auto& p) { return matches_name(p, name); }))
+      throw std::invalid_argument(
+          "target_parameters: \"" + name + "\" matches no adaptable parameter; " +
+          (parameter_paths.empty() ? std::string("this model has none (only MoE models have: their routers' "
+                                                 "mlp.gate.weight and experts' mlp.experts.gate_up_proj / down_proj)")
+                                   : "the model's are named like " + join(std::vector<std::string>(
+                                         parameter_paths.begin(), parameter_paths.begin() +
+                                                                      std::min<size_t>(parameter_paths.size(), 3)))));
+  std::vector<ParameterTarget> out;
+  for (const auto& path : parameter_paths) {
+    if (std::none_of(names.begin(), names.end(), [&](const auto& n) { return matches_name(path, n); })) continue;
+    const bool fused = moe_all_linear && ends_with(path, ".gate_up_proj");  // PEFT's rank_pattern / alpha_pattern
+    out.push_back({path, fused ? 2 * o.r : o.r, fused ? 2 * o.alpha : o.alpha});
+  }
+  return out;
 }
 
 SaveTargets select_modules_to_save(const std::vector<std::string>& linear_paths,

@@ -11,7 +11,17 @@
 //  - target_modules names: a path equal to a name is adapted; a path ending
 //    with "." + name is adapted when its layer index (the first numbered
 //    segment, "model.layers.N.") is in layers_to_transform (or that is empty);
-//  - modules_to_save: a module whose path ends with a name (plain suffix) is trained in full.
+//  - modules_to_save: a module whose path ends with a name (plain suffix) is trained in full;
+//  - target_parameters (tuners_utils._inject_parameters): a parameter whose
+//    HF name equals a name or ends with "." + name is adapted in place
+//    (lora_parameter.h). On an MoE model all-linear follows PEFT's
+//    transformers v4 -> v5 conversion (utils/transformers_weight_conversion.py):
+//    v4's Linear router and experts (gate, w1/w3, w2; Qwen-MoE: gate,
+//    gate_proj/up_proj, down_proj) become target_parameters gate.weight,
+//    gate_up_proj (w1 + w3 fused: rank 2r, alpha 2 alpha) and down_proj, and
+//    those names leave target_modules, so all-linear keeps only the
+//    attention projections among the Linear slots (a dense MLP of an MoE
+//    model is not adapted, as in PEFT: peft_addressable_slots).
 //
 // Unlike PEFT, every target_modules / exclude_modules / modules_to_save name
 // must match something: a typo is an error listing what exists, not a
@@ -30,10 +40,23 @@ struct LoraTargets {
   std::vector<std::string> short_names;  // their last path components, first-seen order
 };
 
-// `linear_paths`: the model's Linear slots; `num_layers`: its decoder layers.
-// Throws std::invalid_argument with the reason and what exists.
+// `linear_paths`: the model's Linear slots PEFT can address (peft_addressable_slots);
+// `num_layers`: its decoder layers. Throws
+// std::invalid_argument with the reason and what exists. With target_modules
+// empty (target_parameters only) no slot is selected.
 LoraTargets select_lora_targets(const std::vector<std::string>& linear_paths, int64_t num_layers,
                                 const LoraOptions& options);
+
+struct ParameterTarget {
+  std::string path;  // HF parameter name, "model.layers.0.mlp.experts.gate_up_proj"
+  int64_t r = 0;
+  double alpha = 0;
+};
+
+// `parameter_paths`: the model's adaptable parameters, in its order. Every
+// target_parameters name must match one; throws std::invalid_argument.
+std::vector<ParameterTarget> select_parameter_targets(const std::vector<std::string>& parameter_paths,
+                                                      const LoraOptions& options);
 
 struct SaveTargets {
   std::vector<std::string> slots;    // Linear slots replaced by a trainable copy

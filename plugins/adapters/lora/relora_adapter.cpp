@@ -191,6 +191,10 @@ ReloraAdapter::ReloraAdapter(LoraOptions lora, ReloraOptions relora)
 
 std::vector<sdk::ParamGroupSpec> ReloraAdapter::apply(sdk::ModelView& model) {
   std::vector<sdk::ParamGroupSpec> groups = LoraAdapter::apply(model);
+  if (adapted_parameter_count() > 0)
+    throw std::invalid_argument("adapter/relora restarts LoRA on Linear slots only; target_parameters (or all-linear "
+                                "on an MoE model, which adds the routers and experts) needs adapter/lora, or list "
+                                "target_modules by name");
   // Each tensor under the first name the model gives it: a tied lm_head's
   // base weight shows up as model.embed_tokens.weight.
   std::unordered_map<const void*, std::string> owner;
