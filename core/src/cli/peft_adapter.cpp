@@ -54,6 +54,8 @@ std::shared_ptr<sdk::Adapter> apply_peft_adapter(const fs::path& dir, Model& mod
     } else {
       values["target_modules"] = string_list(targets);
     }
+    if (config.contains("target_parameters") && !config["target_parameters"].is_null())
+      values["target_parameters"] = string_list(config["target_parameters"]);
     if (config.contains("exclude_modules") && !config["exclude_modules"].is_null())
       values["exclude_modules"] = string_list(config["exclude_modules"]);
     if (config.contains("modules_to_save") && !config["modules_to_save"].is_null())

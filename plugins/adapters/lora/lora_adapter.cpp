@@ -94,7 +94,7 @@ LoraAdapter::LoraAdapter(LoraOptions options) : options_(std::move(options)) {
                                   " has no adapter_model.safetensors (a PEFT adapter folder has it and "
                                   "adapter_config.json)");
     if (fs::exists(dir / "adapter_config.json"))
-      check_peft_config_compatible((dir / "adapter_config.json").string(), options_);
+      options_.gate_up_at_double_rank = check_peft_config_compatible((dir / "adapter_config.json").string(), options_);
   }
 }
 
@@ -245,7 +245,7 @@ std::string LoraAdapter::peft_config_json() const {
     for (const char* n : {"gate.weight", "gate_up_proj", "down_proj"})
       if (std::find(resolved.parameter_names.begin(), resolved.parameter_names.end(), n) == resolved.parameter_names.end())
         resolved.parameter_names.push_back(n);
-  resolved.fused_gate_up = moe_all_linear_;
+  resolved.fused_gate_up = moe_all_linear_ || options_.gate_up_at_double_rank;
   return lora::peft_config_json(options_, resolved);
 }
 

@@ -167,7 +167,7 @@ std::string peft_config_json(const LoraOptions& o, const ResolvedTargets& target
   return j.dump(2) + "\n";
 }
 
-void check_peft_config_compatible(const std::string& config_file, const LoraOptions& o) {
+bool check_peft_config_compatible(const std::string& config_file, const LoraOptions& o) {
   std::ifstream in(config_file);
   if (!in) throw std::runtime_error("lora_model_dir: cannot read " + config_file);
   nlohmann::json j;
@@ -193,8 +193,10 @@ void check_peft_config_compatible(const std::string& config_file, const LoraOpti
     throw fail(std::string("use_rslora is ") + (rslora ? "true" : "false") + ", the recipe says " +
                (o.use_rslora ? "true" : "false"));
   // The one pattern ftcore writes too: PEFT's fused gate_up_proj (w1 + w3) at 2r / 2 alpha.
+  bool fused_gate_up = false;
   for (const char* key : {"rank_pattern", "alpha_pattern"}) {
     if (!j.contains(key) || !j[key].is_object() || j[key].empty()) continue;
+    fused_gate_up = true;
     const double expected = std::string(key) == "rank_pattern" ? 2.0 * static_cast<double>(o.r) : 2.0 * o.alpha;
     const auto& pattern = j[key];
     if (pattern.size() != 1 || !pattern.contains(kFusedGateUpPattern) || !pattern[kFusedGateUpPattern].is_number() ||
@@ -218,6 +220,7 @@ void check_peft_config_compatible(const std::string& config_file, const LoraOpti
   if (dora != o.use_dora)
     throw fail(std::string("use_dora is ") + (dora ? "true" : "false") + ", the recipe says " +
                (o.use_dora ? "true" : "false"));
+  return fused_gate_up;
 }
 
 }  // namespace ftcore::plugins::lora

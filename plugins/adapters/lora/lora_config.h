@@ -19,6 +19,10 @@ struct LoraOptions {
   double dropout = 0.0;
   std::vector<std::string> target_modules = {"q_proj", "v_proj"};  // or {"all-linear"}; empty: target_parameters only
   std::vector<std::string> target_parameters;                     // PEFT's target_parameters (lora_parameter.h)
+  // gate_up_proj at rank 2r / alpha 2 alpha (PEFT's fused w1 + w3 pattern): set
+  // from lora_model_dir's adapter_config.json when it has that pattern; all-linear
+  // on an MoE model implies it.
+  bool gate_up_at_double_rank = false;
   std::string target_regex;                                       // non-empty: used instead of target_modules
   std::vector<std::string> exclude_modules;
   std::vector<int64_t> layers_to_transform;
@@ -59,7 +63,8 @@ extern const char* const kFusedGateUpPattern;
 // Compares the scaling-defining fields of a PEFT adapter_config.json (r,
 // lora_alpha, use_rslora, use_dora; no rank/alpha patterns but PEFT's fused
 // gate_up_proj one; target_parameters unless all-linear) with `options`; throws
-// std::runtime_error naming the file, the field and both values.
-void check_peft_config_compatible(const std::string& config_file, const LoraOptions& options);
+// std::runtime_error naming the file, the field and both values. Returns
+// whether the file has PEFT's fused gate_up_proj rank/alpha pattern.
+bool check_peft_config_compatible(const std::string& config_file, const LoraOptions& options);
 
 }  // namespace ftcore::plugins::lora

@@ -185,7 +185,7 @@ std::vector<ParameterTarget> select_parameter_targets(const std::vector<std::str
   std::vector<ParameterTarget> out;
   for (const auto& path : parameter_paths) {
     if (std::none_of(names.begin(), names.end(), [&](const auto& n) { return matches_name(path, n); })) continue;
-    const bool fused = moe_all_linear && ends_with(path, ".gate_up_proj");  // PEFT's rank_pattern / alpha_pattern
+    const bool fused = (moe_all_linear || o.gate_up_at_double_rank) && ends_with(path, ".gate_up_proj");  // PEFT's rank_pattern / alpha_pattern
     out.push_back({path, fused ? 2 * o.r : o.r, fused ? 2 * o.alpha : o.alpha});
   }
   return out;
