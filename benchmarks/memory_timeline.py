@@ -79,11 +79,11 @@ def main():
 
     reader = threading.Thread(target=read_log, daemon=True)
     reader.start()
-    peak, peak_files, peak_phase, hwm = 0, {}, "", 0
+    peak, peak_files, peak_phase, hwm, files_at = 0, {}, "", 0, 0
     while proc.poll() is None:
         try:
             r = read_rollup(proc.pid)
-            hwm = read_hwm(proc.pid)
+            hwm = max(hwm, read_hwm(proc.pid))  # a zombie's status has no VmHWM
         except (FileNotFoundError, ProcessLookupError):
             break
         rss, anon = r.get("Rss", 0), r.get("Anonymous", 0)
@@ -95,9 +95,9 @@ def main():
             name = phase["phase"]
         if rss > peak:
             peak, peak_phase = rss, name
-            if rss > 1.05 * max(1, sum(peak_files.values()) + anon) or not peak_files:
+            if rss > 1.02 * files_at:  # smaps is costly to read: again only after 2% more
                 try:
-                    peak_files = file_pages(proc.pid)
+                    peak_files, files_at = file_pages(proc.pid), rss
                 except (FileNotFoundError, ProcessLookupError):
                     pass
         time.sleep(args.interval)

@@ -42,6 +42,12 @@ int rebalance_threads();
 // libtorch has none or it cannot load. Only commands that may use a GPU call it.
 bool load_cuda_runtime(std::string* error = nullptr);
 
+// Whether the NVIDIA driver's device nodes exist (/dev/nvidiactl): without
+// them no CUDA device can be visible, so `device = "auto"` picks the CPU
+// without loading libtorch_cuda and its libraries (about 190 MB of resident
+// pages and a slower start on a CPU-only machine).
+bool nvidia_device_nodes_present();
+
 struct VersionInfo {
   std::string ftcore, libtorch;
   int cxx11_abi = 1;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ftcore/atomic_file.h"
+#include "ftcore/build_info.h"
 #include "ftcore/runtime.h"
 #include "paired_statistics.h"
 
@@ -85,7 +86,7 @@ nlohmann::json build_summary(const Experiment& e, const std::vector<ResolvedSett
                      {"bootstrap", {{"method", "BCa"}, {"resamples", kBootstrapResamples}, {"seed", kBootstrapSeed}}},
                      {"alpha", 0.05}, {"multiple_comparisons", "Holm"}};
   s["arm_differences"] = arm_differences(settings);
-  s["provenance"] = {{"ftcore", version_info().ftcore}, {"libtorch", version_info().libtorch},
+  s["provenance"] = {{"ftcore", build_info::kVersion}, {"libtorch", build_info::kTorchVersion},
                      {"machine", cpu_description()}, {"lock", lock_provenance(runs)}};
   nlohmann::json run_list = nlohmann::json::array();
   for (const RunRecord& r : runs.runs) {

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "ftcore/build_info.h"
 #include "ftcore/hash.h"
 #include "ftcore/runtime.h"
 
@@ -15,9 +16,9 @@ std::string lock_file_text(const Recipe& recipe, const PreparedData& data, const
                            const std::string& sampler_name) {
   std::ostringstream out;
   out << recipe.lock_toml();
-  const VersionInfo v = version_info();
+  // The build's versions, not version_info(): that loads the CUDA runtime to answer its CUDA questions.
   out << "\n# provenance\n";
-  out << "# ftcore = " << v.ftcore << "\n# libtorch = " << v.libtorch << "\n";
+  out << "# ftcore = " << build_info::kVersion << "\n# libtorch = " << build_info::kTorchVersion << "\n";
   std::set<fs::path> libraries;
   for (const ComponentConfig* c : recipe.components()) {
     const fs::path lib = c->entry->library_path();

@@ -45,7 +45,7 @@ ConfigError recipe_error(const fs::path& recipe_path, std::string message) {
 }
 
 c10::Device resolve_device(const std::string& requested, const fs::path& recipe_path, int local_rank) {
-  if (requested == "cpu") return c10::kCPU;
+  if (requested == "cpu" || (requested == "auto" && !nvidia_device_nodes_present())) return c10::kCPU;
   const bool cuda = load_cuda_runtime() && version_info().cuda_device;
   if (requested == "cuda" && !cuda)
     throw recipe_error(recipe_path, "model.device = \"cuda\" but no CUDA device is usable here (use \"auto\" or \"cpu\")");

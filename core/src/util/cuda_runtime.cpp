@@ -4,6 +4,7 @@
 // kernels and hooks with ATen, after which at::hasCUDA() tells the truth.
 #include <dlfcn.h>
 
+#include <filesystem>
 #include <mutex>
 #include <string>
 
@@ -29,6 +30,11 @@ bool load_cuda_runtime(std::string* error) {
   });
   if (!loaded && error) *error = failure;
   return loaded;
+}
+
+bool nvidia_device_nodes_present() {
+  std::error_code ec;
+  return std::filesystem::exists("/dev/nvidiactl", ec);
 }
 
 }  // namespace ftcore
