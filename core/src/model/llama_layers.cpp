@@ -12,6 +12,7 @@
 #include <limits>
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 
 #include "ftcore/model_layers.h"
@@ -27,9 +28,26 @@ DenseLinear::DenseLinear(int64_t in_features, int64_t out_features, bool with_bi
 DenseLinear::DenseLinear(const at::Tensor& weight) { weight_ = register_parameter("weight", weight); }
 
 at::Tensor DenseLinear::forward(const at::Tensor& x) {
-  if (!PackedFrozenWeight::applies(x, weight_, bias_)) return at::linear(x, weight_, bias_);
+  if (!PackedFrozenWeight::applies(x, weight_, bias_)) return at::linear(x, weight_for_autocast(), bias_);
   if (!packed_) packed_ = std::make_shared<PackedFrozenWeight>();
   return packed_->linear(x, weight_, bias_);
+}
+
+const at::Tensor& DenseLinear::weight_for_autocast() {
+  const c10::DeviceType device = weight_.device().type();
+  if (weight_.requires_grad() || weight_.scalar_type() != at::kFloat || !at::autocast::is_autocast_enabled(device)) {
+    autocast_weight_ = at::Tensor();  // not frozen (any more), or no autocast: hold no copy
+    return weight_;
+  }
+  const at::ScalarType dtype = at::autocast::get_autocast_dtype(device);
+  if (!autocast_weight_.defined() || autocast_weight_.scalar_type() != dtype || autocast_source_ != weight_.data_ptr() ||
+      autocast_version_ != weight_._version()) {
+    at::NoGradGuard no_grad;
+    autocast_weight_ = weight_.to(dtype);
+    autocast_source_ = weight_.data_ptr();
+    autocast_version_ = weight_._version();
+  }
+  return autocast_weight_;
 }
 
 void DenseLinear::set_dense_weight(const at::Tensor& weight) {
@@ -134,11 +152,44 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> Attention::project(const at::Tens
   return {qkv.narrow(-1, 0, q_size), qkv.narrow(-1, q_size, kv_size), qkv.narrow(-1, q_size + kv_size, kv_size)};
 }
 
+namespace {
+
+// Under bf16/fp16 autocast, SDPA runs libtorch's CPU flash attention in the
+// autocast dtype, whose backward is slow on short rows: forward + backward of
+// [8, 9, T, 64] causal, 2 threads (AVX-512 + AMX Xeon) took 7.0 / 13.7 / 20.1
+// ms in bf16 flash against 2.1 / 6.7 / 26.7 ms in the fp32 math path (scores,
+// softmax, matmul; autograd's backward) at T = 64 / 128 / 256
+// (docs/benchmarks.md). So while recording a graph under autocast, rows whose
+// keys number at most 128 take the math path in the dtype q arrives in (fp32
+// after RoPE): faster, and the softmax in fp32. The math path keeps the
+// [B, H, T, S] weights for its backward (4.7 MB a layer at 8 x 9 x 128 x 128
+// fp32). Outside autocast (fp32, or a bf16 model) SDPA is left as it is, so
+// those forwards stay equal to transformers' and PEFT's bit for bit.
+bool short_rows_train_faster_in_math(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  constexpr int64_t kLongestKeys = 128;
+  if (!q.device().is_cpu() || !at::autocast::is_autocast_enabled(c10::DeviceType::CPU)) return false;
+  const at::ScalarType dtype = at::autocast::get_autocast_dtype(c10::DeviceType::CPU);
+  const bool reduced = dtype == at::kBFloat16 || dtype == at::kHalf;
+  const bool recording = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  return reduced && recording && k.size(2) <= kLongestKeys;
+}
+
+}  // namespace
+
 at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const AttentionMask& m) const {
-  if (softcap_ <= 0)
-    return at::scaled_dot_product_attention(q, k, v, m.mask.defined() ? std::optional<at::Tensor>(m.mask) : std::nullopt,
-                                            /*dropout_p=*/0.0, m.is_causal, scale_);
+  const std::optional<at::Tensor> mask = m.mask.defined() ? std::optional<at::Tensor>(m.mask) : std::nullopt;
+  if (softcap_ <= 0 && short_rows_train_faster_in_math(q, k, v)) {
+    // The math op adds its mask: a boolean one becomes 0 / -inf here, as the
+    // public SDPA converts it (a fully masked row then gives 0, as there).
+    std::optional<at::Tensor> additive = mask;
+    if (mask && mask->scalar_type() == at::kBool)
+      additive = at::zeros(mask->sizes(), q.options())
+                     .masked_fill(mask->logical_not(), -std::numeric_limits<float>::infinity());
+    return std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, additive, /*dropout_p=*/0.0, m.is_causal,
+                                                               /*dropout_mask=*/std::nullopt, scale_));
+  }
+  if (softcap_ <= 0) return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, m.is_causal, scale_);
   // Soft-capped scores (Gemma 2) have no fused kernel: scores, cap, mask,
   // softmax in fp32 (rounded back to the activations' dtype), as transformers' eager path.
   at::Tensor scores = at::matmul(q, k.transpose(2, 3)) * scale_;  // [B, H, T, S]
