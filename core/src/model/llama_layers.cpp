@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <ATen/record_function.h>
 
 #include "ftcore/model_layers.h"
@@ -160,8 +161,8 @@ namespace {
 // ms in bf16 flash against 2.1 / 6.7 / 26.7 ms in the fp32 math path (scores,
 // softmax, matmul; autograd's backward) at T = 64 / 128 / 256
 // (docs/benchmarks.md). So while recording a graph under autocast, rows whose
-// keys number at most 128 take the math path in the dtype q arrives in (fp32
-// after RoPE): faster, and the softmax in fp32. The math path keeps the
+// keys number at most 128 take the math path in fp32 with autocast off:
+// faster, and closer to fp32 than bf16 flash. The math path keeps the
 // [B, H, T, S] weights for its backward (4.7 MB a layer at 8 x 9 x 128 x 128
 // fp32). Outside autocast (fp32, or a bf16 model) SDPA is left as it is, so
 // those forwards stay equal to transformers' and PEFT's bit for bit.
@@ -182,11 +183,15 @@ at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& k, const at:
   if (softcap_ <= 0 && short_rows_train_faster_in_math(q, k, v)) {
     // The math op adds its mask: a boolean one becomes 0 / -inf here, as the
     // public SDPA converts it (a fully masked row then gives 0, as there).
+    // All of it in fp32 with autocast off: under autocast its matmuls would
+    // round the scores to bf16 (spacing 0.25 at 32) before the softmax.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
     std::optional<at::Tensor> additive = mask;
     if (mask && mask->scalar_type() == at::kBool)
-      additive = at::zeros(mask->sizes(), q.options())
+      additive = at::zeros(mask->sizes(), q.options().dtype(at::kFloat))
                      .masked_fill(mask->logical_not(), -std::numeric_limits<float>::infinity());
-    return std::get<0>(at::_scaled_dot_product_attention_math(q, k, v, additive, /*dropout_p=*/0.0, m.is_causal,
+    return std::get<0>(at::_scaled_dot_product_attention_math(q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat),
+                                                               additive, /*dropout_p=*/0.0, m.is_causal,
                                                                /*dropout_mask=*/std::nullopt, scale_));
   }
   if (softcap_ <= 0) return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, m.is_causal, scale_);
