@@ -8,7 +8,6 @@
 
 #include "ftcore/atomic_file.h"
 #include "ftcore/build_info.h"
-#include "ftcore/runtime.h"
 #include "paired_statistics.h"
 
 namespace fs = std::filesystem;
