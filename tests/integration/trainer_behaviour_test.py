@@ -2,6 +2,8 @@
 
 - determinism: the same recipe and seed give bit-identical losses and adapter;
 - gradient checkpointing with LoRA dropout gives the plain backward's losses;
+- under bf16 autocast, frozen Linear weights kept in bf16 only give the same
+  losses and adapter as fp32 weights; DoRA keeps them in fp32;
 - accumulation: micro_batch_size 4 x accumulation 1 and 1 x 4 give the same
   losses and adapter (token-normalised loss over the accumulated batch);
 - SIGKILL at several moments, one of them inside a checkpoint write, then
@@ -77,6 +79,29 @@ def check_gradient_checkpointing(ftcore, out, model, data):
     worst = max(abs(a - b) / abs(b) for a, b in zip(plain, ckpt))
     assert len(plain) == len(ckpt) and worst < 1e-6, f"gradient checkpointing changes the losses by {worst:.2e}"
     print(f"gradient checkpointing (dropout 0.1): losses within {worst:.2e} of the plain backward's")
+
+
+def check_frozen_weights_under_autocast(ftcore, out, model, data):
+    # bf16 autocast with LoRA keeps the frozen Linear weights in bf16 only: the values autocast's
+    # cast gives, so the run must equal one that keeps fp32 weights bit for bit (here with the
+    # recomputation of gradient checkpointing and LoRA dropout on).
+    runs = {}
+    for name, env, said in (("frozen_bf16", {}, "frozen Linear weights kept in bf16 only"),
+                            ("frozen_fp32", {"FTCORE_FROZEN_WEIGHTS": "fp32"}, "frozen weights stay in fp32")):
+        recipe = adapter_recipe(out, name, model, data, precision="bf16", gradient_checkpointing=True)
+        p = tt.run_ftcore(ftcore, recipe, env=env)
+        assert said in p.stdout + p.stderr, f"{name}: the log does not say '{said}':\n{p.stdout}{p.stderr}"
+        runs[name] = (tt.train_losses(run_dir(out, name)),
+                      digest(os.path.join(run_dir(out, name), "adapter_model.safetensors")))
+    (lb, db), (lf, df) = runs["frozen_bf16"], runs["frozen_fp32"]
+    assert lb == lf, f"bf16-only frozen weights change the losses:\n{lb}\n{lf}"
+    assert db == df, "bf16-only frozen weights change the adapter"
+    # DoRA reads ||W|| in every forward: its base weights must stay fp32.
+    p = tt.run_ftcore(ftcore, adapter_recipe(out, "frozen_dora", model, data, precision="bf16", max_steps=2),
+                      "--set", "adapter.use_dora=true")
+    assert "the adapter reads the base weights" in p.stdout + p.stderr, f"DoRA run:\n{p.stdout}{p.stderr}"
+    print(f"frozen weights under bf16 autocast: {len(lb)} losses and the adapter identical with and without "
+          "the fp32 copies; DoRA keeps them")
 
 
 def check_accumulation(ftcore, out, model, data):
@@ -177,6 +202,7 @@ def main():
         data = tt.make_data(out)
         expected = check_determinism(ftcore, out, model, data)
         check_gradient_checkpointing(ftcore, out, model, data)
+        check_frozen_weights_under_autocast(ftcore, out, model, data)
         check_accumulation(ftcore, out, model, data)
         check_kill_and_resume(ftcore, out, model, data, expected)
         check_sigterm(ftcore, out, model, data, expected)

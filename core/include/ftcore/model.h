@@ -104,6 +104,10 @@ class Model : public sdk::ModelView {
   void run_layerwise(const std::vector<at::Tensor>& rows, const std::function<void(int64_t)>& before_layer,
                      const std::function<void(int64_t)>& after_layer);
 
+  // Keeps every frozen fp32 dense Linear weight in `dtype` only
+  // (DenseLinear::keep_frozen_weight_in); returns the fp32 bytes dropped.
+  int64_t keep_frozen_linear_weights_in(at::ScalarType dtype);
+
   const ModelConfig& config() const { return config_; }
   c10::ScalarType dtype() const;
   c10::Device device() const;

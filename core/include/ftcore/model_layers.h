@@ -32,10 +32,20 @@ class DenseLinear : public sdk::LinearModule {
   at::Tensor forward(const at::Tensor& x) override;
   int64_t in_features() const override { return weight_.size(1); }
   int64_t out_features() const override { return weight_.size(0); }
-  at::Tensor dense_weight() const override { return weight_; }
+  // Both throw std::logic_error once the weight is kept in the compute dtype
+  // only (below): its fp32 values are gone.
+  at::Tensor dense_weight() const override;
   at::Tensor bias() const override { return bias_; }
-  bool can_set_dense_weight() const override { return true; }
+  bool can_set_dense_weight() const override { return !compute_dtype_only_; }
   void set_dense_weight(const at::Tensor& weight) override;
+
+  // Keeps a frozen fp32 weight in `dtype` (the run's autocast dtype) only,
+  // for good: the same values autocast's cast gives, so every product is
+  // unchanged, without the fp32 copy. Only for runs whose adapter never
+  // reads the base weight again (sdk::BaseWeightUse). Skips a trainable,
+  // non-fp32 or shared (tied) weight. Returns the fp32 bytes dropped (the
+  // autocast cast of them, which this replaces, was as large again in bf16).
+  int64_t keep_frozen_weight_in(at::ScalarType dtype);
 
  private:
   // Under autocast, a frozen fp32 weight in the autocast dtype, cast once and
@@ -45,6 +55,8 @@ class DenseLinear : public sdk::LinearModule {
   const at::Tensor& weight_for_autocast();
 
   at::Tensor weight_, bias_;
+  bool shares_weight_ = false;       // tied lm_head: the embedding reads the same tensor in fp32
+  bool compute_dtype_only_ = false;  // keep_frozen_weight_in was applied
   at::Tensor autocast_weight_;
   const void* autocast_source_ = nullptr;
   int64_t autocast_version_ = -1;

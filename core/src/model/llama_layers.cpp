@@ -10,6 +10,8 @@
 // G key/value heads, D head size, F MLP width.
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -26,7 +28,9 @@ DenseLinear::DenseLinear(int64_t in_features, int64_t out_features, bool with_bi
   if (with_bias) bias_ = register_parameter("bias", at::empty({out_features}, options));
 }
 
-DenseLinear::DenseLinear(const at::Tensor& weight) { weight_ = register_parameter("weight", weight); }
+DenseLinear::DenseLinear(const at::Tensor& weight) : shares_weight_(true) {
+  weight_ = register_parameter("weight", weight);
+}
 
 at::Tensor DenseLinear::forward(const at::Tensor& x) {
   if (!PackedFrozenWeight::applies(x, weight_, bias_)) return at::linear(x, weight_for_autocast(), bias_);
@@ -51,7 +55,35 @@ const at::Tensor& DenseLinear::weight_for_autocast() {
   return autocast_weight_;
 }
 
+namespace {
+
+[[noreturn]] void throw_compute_dtype_only(const char* what, const at::Tensor& weight) {
+  throw std::logic_error(std::string(what) + ": this Linear slot keeps its frozen weight in " +
+                         c10::toString(weight.scalar_type()) +
+                         " only (the adapter declared it never reads the base after apply); its fp32 values are gone");
+}
+
+}  // namespace
+
+at::Tensor DenseLinear::dense_weight() const {
+  if (compute_dtype_only_) throw_compute_dtype_only("dense_weight", weight_);
+  return weight_;
+}
+
+int64_t DenseLinear::keep_frozen_weight_in(at::ScalarType dtype) {
+  if (shares_weight_ || weight_.requires_grad() || weight_.scalar_type() != at::kFloat || dtype == at::kFloat) return 0;
+  const int64_t freed = weight_.numel() * weight_.element_size();
+  at::NoGradGuard no_grad;
+  // set_data keeps the registered parameter (its name and identity) and changes its storage.
+  weight_.set_data(weight_.to(dtype));
+  autocast_weight_ = at::Tensor();
+  packed_.reset();
+  compute_dtype_only_ = true;
+  return freed;
+}
+
 void DenseLinear::set_dense_weight(const at::Tensor& weight) {
+  if (compute_dtype_only_) throw_compute_dtype_only("set_dense_weight", weight_);
   TORCH_CHECK(weight.sizes() == weight_.sizes(), "set_dense_weight: ", weight.sizes(), " into a ", weight_.sizes(),
               " slot");
   at::NoGradGuard no_grad;

@@ -211,6 +211,13 @@ void Model::replace_linear(const std::string& path, std::shared_ptr<sdk::LinearM
   *slot.holder = std::move(module);
 }
 
+int64_t Model::keep_frozen_linear_weights_in(at::ScalarType dtype) {
+  int64_t freed = 0;
+  for (const auto& module : net_->modules(/*include_self=*/false))
+    if (auto* dense = dynamic_cast<model::DenseLinear*>(module.get())) freed += dense->keep_frozen_weight_in(dtype);
+  return freed;
+}
+
 std::vector<sdk::NamedParameter> Model::named_parameters() const {
   std::vector<sdk::NamedParameter> out;
   std::unordered_set<const void*> seen;

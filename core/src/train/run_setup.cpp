@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "ftcore/quantized_model.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
+#include "ftcore/sdk/adapter.h"
 #include "ftcore/sdk/option_error.h"
 #include "run_folder_lock.h"
 
@@ -167,6 +169,22 @@ TrainableSet select_trainable(const Recipe& recipe, const PluginRegistry& regist
   spdlog::info("trainable parameters: {} of {} ({:.3f}%)", trainable, total,
                100.0 * static_cast<double>(trainable) / static_cast<double>(std::max<int64_t>(total, 1)));
   return out;
+}
+
+void keep_frozen_weights_in_compute_dtype(Model& model, const TrainableSet& trainable, const Precision& precision) {
+  if (!precision.autocast || !trainable.adapter) return;
+  if (sdk::uses_base_weights_after_apply(*trainable.adapter)) {
+    spdlog::info("frozen weights stay in fp32: the adapter reads the base weights after applying");
+    return;
+  }
+  if (const char* forced = std::getenv("FTCORE_FROZEN_WEIGHTS"); forced && std::string(forced) == "fp32") {
+    spdlog::info("frozen weights stay in fp32 (FTCORE_FROZEN_WEIGHTS=fp32)");
+    return;
+  }
+  const int64_t freed = model.keep_frozen_linear_weights_in(precision.dtype);
+  if (freed > 0)
+    spdlog::info("frozen Linear weights kept in {} only ({:.1f} MB of fp32 weights dropped)", precision.name,
+                 static_cast<double>(freed) / 1e6);
 }
 
 Components build_components(const Recipe& recipe, const PluginRegistry& registry, const PreparedData& data,

@@ -32,6 +32,11 @@ BaseModel load_base_model(const Recipe& recipe, const PluginRegistry& registry, 
                           c10::Device device, const TrainOptions& t);
 // The adapter's tensors (base frozen), or every weight for a full fine-tune.
 TrainableSet select_trainable(const Recipe& recipe, const PluginRegistry& registry, Model& model);
+// Under bf16/fp16 autocast, when the adapter declares it never reads the base
+// again (sdk::BaseWeightUse), keeps the frozen dense Linear weights in the
+// autocast dtype only: the same products, without their fp32 copies.
+// FTCORE_FROZEN_WEIGHTS=fp32 keeps them (for A/B and memory comparisons).
+void keep_frozen_weights_in_compute_dtype(Model& model, const TrainableSet& trainable, const Precision& precision);
 // Sampler, optimizer (over `optimizer_groups`), scheduler and (with
 // `with_loggers`) loggers. The sampler yields global micro-batches of
 // micro_batch_size x world_size rows.

@@ -142,6 +142,7 @@ TrainingOutcome run_training(const Recipe& recipe, const PluginRegistry& registr
   check_token_ids_fit(s.data, read_model_config(model_dir), recipe, tokenizer_dir);
   s.base = train::load_base_model(recipe, registry, s.data, device, s.options);
   s.trainable = train::select_trainable(recipe, registry, *s.base.model);
+  train::keep_frozen_weights_in_compute_dtype(*s.base.model, s.trainable, s.precision);
   s.collate = train::collate_options(recipe, *s.tokenizer);
   s.generation_eval = train::generation_eval_options(recipe, s.options, *s.base.model, *s.tokenizer);
 

@@ -46,7 +46,7 @@
 
 namespace ftcore::plugins::lora {
 
-class LoraAdapter : public sdk::Adapter {
+class LoraAdapter : public sdk::Adapter, public sdk::BaseWeightUse {
  public:
   // Throws std::invalid_argument / std::runtime_error for a bad lora_model_dir.
   explicit LoraAdapter(LoraOptions options);
@@ -57,6 +57,8 @@ class LoraAdapter : public sdk::Adapter {
   void load(const sdk::TensorMap& weights) override;
   void merge(sdk::ModelView& model) override;
   std::string initial_weights_dir() const override { return options_.lora_model_dir; }
+  // Plain LoRA reaches the base only through its forward; DoRA reads ||W|| in every forward.
+  bool uses_base_weights_after_apply() const override { return options_.use_dora; }
 
  protected:
   size_t adapted_parameter_count() const { return wrapped_parameters_.size(); }

@@ -101,6 +101,7 @@ class ReloraAdapter : public LoraAdapter {
   std::string initial_weights_dir() const override { return initial_dir_; }
   void on_event(const sdk::TrainerEvent& event, sdk::ModelView& model) override;
   double lr_multiplier(int64_t step) const override { return relora_lr_multiplier(step, relora_); }
+  bool uses_base_weights_after_apply() const override { return true; }  // each restart merges into W
 
   // Cycles merged into the base so far (restarts here plus those loaded).
   int64_t merged_cycles() const { return merged_cycles_; }

@@ -37,8 +37,15 @@ inline float block_absmax(const float* __restrict x, int64_t len) {
     a = reinterpret_cast<f32x16>(reinterpret_cast<i32x16>(a) & 0x7fffffff);  // fabs
     acc = acc < a ? a : acc;
   }
-  float amax = 0.0f;
-  for (int k = 0; k < 16; ++k) amax = std::max(amax, acc[k]);
+  // No lane holds a NaN, so halving the vector with the same select is exact.
+  typedef float f32x8 __attribute__((vector_size(32)));
+  typedef float f32x4 __attribute__((vector_size(16)));
+  const f32x8 lo8 = __builtin_shufflevector(acc, acc, 0, 1, 2, 3, 4, 5, 6, 7);
+  const f32x8 hi8 = __builtin_shufflevector(acc, acc, 8, 9, 10, 11, 12, 13, 14, 15);
+  const f32x8 m8 = lo8 < hi8 ? hi8 : lo8;
+  const f32x4 lo4 = __builtin_shufflevector(m8, m8, 0, 1, 2, 3), hi4 = __builtin_shufflevector(m8, m8, 4, 5, 6, 7);
+  const f32x4 m4 = lo4 < hi4 ? hi4 : lo4;
+  float amax = std::max(std::max(m4[0], m4[1]), std::max(m4[2], m4[3]));
   for (; j < len; ++j) amax = std::max(amax, std::fabs(x[j]));
   return amax;
 }
@@ -90,6 +97,19 @@ void dequantize_state(const uint8_t* codes, const float* absmax, int64_t numel, 
     codec.dequantize(codes + b0, std::min(kStateBlock, numel - b0), absmax[b0 / kStateBlock], out + b0);
 }
 
+// Asks for a later block's parameter and gradient while this block computes:
+// the step alternates long register-bound stretches (the codecs) with short
+// streams, and the hardware prefetcher alone leaves the streams waiting.
+template <typename T>
+inline void prefetch_block(const T* p, const T* g, bool in_range) {
+  if (!in_range) return;
+  constexpr int64_t kLine = 64 / sizeof(T);
+  for (int64_t j = 0; j < kStateBlock; j += kLine) {
+    __builtin_prefetch(p + j, 1, 3);
+    __builtin_prefetch(g + j, 0, 3);
+  }
+}
+
 inline float sign_of(float c) { return static_cast<float>((c > 0.0f) - (c < 0.0f)); }
 
 template <typename T>
@@ -122,6 +142,7 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
     const uint8_t* __restrict q2 = t.state2 + b0;
     T* __restrict pb = p + b0;
     const T* __restrict gb = g + b0;
+    prefetch_block(pb + 2 * kStateBlock, gb + 2 * kStateBlock, b0 + 2 * kStateBlock < end);
     // Dequantize first, then update in a loop of float arithmetic only (it vectorizes).
     codec1.dequantize(q1, len, a1, m);
     codec2.dequantize(q2, len, a2, v);
@@ -165,6 +186,7 @@ void lion_chunk(const Lion8bitTensor& t, int64_t begin, int64_t end) {
     const uint8_t* __restrict q1 = t.state1 + b0;
     T* __restrict pb = p + b0;
     const T* __restrict gb = g + b0;
+    prefetch_block(pb + 2 * kStateBlock, gb + 2 * kStateBlock, b0 + 2 * kStateBlock < end);
     codec1.dequantize(q1, len, a1, m);
     for (int64_t j = 0; j < len; ++j) {
       const float gi = static_cast<float>(gb[j]) * s.gnorm_scale;

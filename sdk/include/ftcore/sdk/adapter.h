@@ -40,4 +40,24 @@ class Adapter {
   virtual double lr_multiplier(int64_t step) const { (void)step; return 1.0; }
 };
 
+// Optional for adapters; the core finds it with dynamic_cast, so adapters
+// built without it keep working and count as answering true. It says whether
+// the adapter, after apply(), still reads or writes a dense Linear slot's
+// base weight itself (LinearModule::dense_weight / set_dense_weight: DoRA's
+// weight norm in every forward, ReLoRA's merges) rather than only through
+// the slot's forward. When it does not and the run computes under bf16 or
+// fp16 autocast, the core keeps frozen dense weights in that dtype only:
+// the products autocast computes are the same, without the fp32 copy
+// (docs/architecture.md, "Frozen weights under autocast").
+class BaseWeightUse {
+ public:
+  virtual ~BaseWeightUse() = default;
+  virtual bool uses_base_weights_after_apply() const = 0;
+};
+
+inline bool uses_base_weights_after_apply(const Adapter& adapter) {
+  const auto* declared = dynamic_cast<const BaseWeightUse*>(&adapter);
+  return !declared || declared->uses_base_weights_after_apply();
+}
+
 }  // namespace ftcore::sdk
