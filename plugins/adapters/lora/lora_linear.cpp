@@ -10,6 +10,8 @@
 
 #include <ATen/ATen.h>
 
+#include "lora_dropout.h"
+
 namespace ftcore::plugins::lora {
 
 LoraLinear::LoraLinear(std::shared_ptr<sdk::LinearModule> base, const at::Tensor& lora_a, const at::Tensor& lora_b,
@@ -35,7 +37,7 @@ at::Tensor LoraLinear::forward(const at::Tensor& x) {
   if (magnitude_) return dora_update(x, result);
   const auto result_dtype = result.scalar_type();
   at::Tensor h = x.to(lora_a().scalar_type());
-  if (dropout_ > 0.0) h = at::dropout(h, dropout_, is_training());
+  if (dropout_ > 0.0 && is_training()) h = dropout_with_byte_mask(h, dropout_);
   // PEFT: result = result + lora_B(lora_A(dropout(x))) * scaling; result.to(result_dtype)
   at::Tensor update = at::linear(at::linear(h, lora_a()), lora_b()) * scaling_;
   return (result + update).to(result_dtype);
@@ -50,7 +52,7 @@ at::Tensor LoraLinear::dora_update(const at::Tensor& x, const at::Tensor& result
   // the same x; with dropout active it sees dropout(x), so recompute.
   at::Tensor base_result;
   if (dropout_ > 0.0 && is_training()) {
-    h = at::dropout(h, dropout_, /*train=*/true);
+    h = dropout_with_byte_mask(h, dropout_);
     base_result = at::linear(h, weight);
   } else {
     base_result = base_->bias().defined() ? result - base_->bias() : result;
