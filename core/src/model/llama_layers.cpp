@@ -19,6 +19,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "ftcore/model_layers.h"
+#include "gated_activation.h"
 #include "packed_gemm.h"
 
 namespace ftcore::model {
@@ -293,8 +294,7 @@ at::Tensor Mlp::forward(const at::Tensor& x) {
     gate = gate_proj->forward(x);
     up = up_proj->forward(x);
   }
-  at::Tensor activated = gelu_ ? at::gelu(gate, "tanh") : at::silu(gate);
-  return down_proj->forward(activated * up);  // [B, T, F] -> [B, T, C]
+  return down_proj->forward(gated_activation(gate, up, gelu_));  // [B, T, F] -> [B, T, C]
 }
 
 DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer_index, const c10::TensorOptions& options)
