@@ -1,5 +1,6 @@
 // Compute precision of a training run, as HF Trainer's bf16/fp16 flags do it:
-// weights keep their stored dtype and ops run under autocast in bf16 or fp16
+// weights keep their stored dtype (except frozen Linear weights of an adapter
+// run, kept in the autocast dtype: run_setup.h) and ops run under autocast in bf16 or fp16
 // (matmuls in the low precision, reductions and the loss in fp32). fp16 adds
 // dynamic loss scaling, because fp16 gradients underflow without it.
 // "auto" picks bf16 on CUDA and on a CPU with AMX-BF16, fp32 on other CPUs
