@@ -1,6 +1,6 @@
 // Process-wide setup shared by the CLI, tests and benchmarks: libtorch's
 // thread count (libtorch defaults to 1 thread on some machines; we set it
-// explicitly), glibc's heap thresholds (util/heap_policy.h) and versions.
+// explicitly) and versions.
 //
 // Thread count, first rule that applies:
 //   FTCORE_NUM_THREADS=N, else OMP_NUM_THREADS=N   fixed N (the user's choice wins)
@@ -15,7 +15,7 @@
 
 namespace ftcore {
 
-// Sets the heap policy and intra-op threads; returns the thread count used. A malformed FTCORE_NUM_THREADS,
+// Sets intra-op threads; returns the count used. A malformed FTCORE_NUM_THREADS,
 // OMP_NUM_THREADS or FTCORE_THREAD_SHARING is a ConfigError naming it.
 int init_runtime();
 

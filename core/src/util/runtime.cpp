@@ -10,7 +10,6 @@
 #include <c10/util/Logging.h>
 
 #include "ftcore/build_info.h"
-#include "heap_policy.h"
 
 namespace ftcore {
 
@@ -19,8 +18,6 @@ int init_runtime() {
   // frames to every message a user sees; FTCORE_CPP_BACKTRACES=1 keeps them.
   const char* traces = std::getenv("FTCORE_CPP_BACKTRACES");
   if (!traces || std::string(traces) != "1") c10::SetStackTraceFetcher(std::function<std::string()>([] { return std::string(); }));
-
-  set_training_heap_policy();  // before the first large allocation (heap_policy.h)
 
   // The rule is in runtime.h; sharing adjusts the count later (thread_sharing.cpp).
   const int threads = thread_policy().threads;
