@@ -113,6 +113,9 @@ class RotaryEmbedding {
 struct AttentionMask {
   at::Tensor mask;
   bool is_causal = false;
+  // `mask` as fp32 0 / -inf, built by the first layer whose attention needs
+  // it (the short-row math path) and reused by the others of the forward.
+  mutable at::Tensor additive_fp32;
 };
 
 // Everything attention needs that is the same for all layers of a forward.

@@ -221,9 +221,12 @@ at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& k, const at:
     // round the scores to bf16 (spacing 0.25 at 32) before the softmax.
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
     std::optional<at::Tensor> additive = mask;
-    if (mask && mask->scalar_type() == at::kBool)
-      additive = at::zeros(mask->sizes(), q.options().dtype(at::kFloat))
-                     .masked_fill(mask->logical_not(), -std::numeric_limits<float>::infinity());
+    if (mask && mask->scalar_type() == at::kBool) {
+      if (!m.additive_fp32.defined())
+        m.additive_fp32 = at::zeros(mask->sizes(), q.options().dtype(at::kFloat))
+                              .masked_fill(mask->logical_not(), -std::numeric_limits<float>::infinity());
+      additive = m.additive_fp32;
+    }
     return std::get<0>(at::_scaled_dot_product_attention_math(q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat),
                                                                additive, /*dropout_p=*/0.0, m.is_causal,
                                                                /*dropout_mask=*/std::nullopt, scale_));
