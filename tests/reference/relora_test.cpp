@@ -39,10 +39,10 @@ namespace {
 constexpr double kTolerance = 1e-5;
 // ftcore's trained model holds two cycles merged into W and one unmerged;
 // PEFT computes all three unmerged (or all merged): the order of the sums
-// alone moves PEFT's own logits by up to 1.5e-5 here (max |logit| 3), so the
-// saved-adapter comparison gets 1e-4, still far below what the three cycles
-// change (checked > 1e-2).
-constexpr double kPeftTolerance = 1e-4;
+// alone moves PEFT's own logits by 4.8e-7 for the seeded draws (max |logit|
+// 2.6), so the saved-adapter comparison gets 1e-5, far below what the three
+// cycles change (checked > 1e-2).
+constexpr double kPeftTolerance = 1e-5;
 const std::vector<std::string> kTargets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 
 struct Inputs {
@@ -80,7 +80,12 @@ std::map<std::string, ParamValue> relora_values(int64_t steps, double prune_rati
           {"relora_cpu_offload", cpu_offload}};
 }
 
+// A's Kaiming draws (at apply() and at every restart) come from the global
+// generator; a fixed seed makes every run of a test train the same adapter.
+// Unseeded, one draw in CI trained a model so ill-conditioned that PEFT's own
+// merged and unmerged logits differed by 5.6e-4 (typically 1e-6).
 std::shared_ptr<ftcore::sdk::Adapter> make_relora(std::map<std::string, ParamValue> values) {
+  at::manual_seed(0);
   using ftcore::testing::in_tree_entry;
   const auto& entry = in_tree_entry(ftcore::sdk::ComponentKind::Adapter, "relora");
   return ftcore::testing::in_tree_registry().create_adapter(entry, ftcore::testing::options_for(entry, std::move(values)));
