@@ -96,12 +96,19 @@ def check_frozen_weights_under_autocast(ftcore, out, model, data):
     (lb, db), (lf, df) = runs["frozen_bf16"], runs["frozen_fp32"]
     assert lb == lf, f"bf16-only frozen weights change the losses:\n{lb}\n{lf}"
     assert db == df, "bf16-only frozen weights change the adapter"
+    # Gradient checkpointing replays the forward: without it the run must be the same bit for bit
+    # (a checkpointed layer's first forward takes the attention path its recomputation takes).
+    name = "not_checkpointed"
+    tt.run_ftcore(ftcore, adapter_recipe(out, name, model, data, precision="bf16", gradient_checkpointing=False))
+    ln, dn = tt.train_losses(run_dir(out, name)), digest(os.path.join(run_dir(out, name), "adapter_model.safetensors"))
+    assert ln == lb, f"gradient checkpointing changes the bf16 losses:\n{ln}\n{lb}"
+    assert dn == db, "gradient checkpointing changes the bf16 adapter"
     # DoRA reads ||W|| in every forward: its base weights must stay fp32.
     p = tt.run_ftcore(ftcore, adapter_recipe(out, "frozen_dora", model, data, precision="bf16", max_steps=2),
                       "--set", "adapter.use_dora=true")
     assert "the adapter reads the base weights" in p.stdout + p.stderr, f"DoRA run:\n{p.stdout}{p.stderr}"
     print(f"frozen weights under bf16 autocast: {len(lb)} losses and the adapter identical with and without "
-          "the fp32 copies; DoRA keeps them")
+          "the fp32 copies and without gradient checkpointing; DoRA keeps them")
 
 
 def check_accumulation(ftcore, out, model, data):

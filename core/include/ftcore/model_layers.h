@@ -153,6 +153,7 @@ class Attention : public torch::nn::Module {
  private:
   // q [B, T, H*D], k and v [B, T, G*D].
   std::tuple<at::Tensor, at::Tensor, at::Tensor> project(const at::Tensor& x);
+  // q [B, H, T, D]; k, v [B, G, S, D], each key/value head serving H / G query heads.
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionMask& mask) const;
   int64_t layer_index_, num_heads_, num_kv_heads_, head_dim_, window_;
   QkNorm qk_norm_;

@@ -21,6 +21,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "ftcore/model_layers.h"
+#include "short_row_attention.h"
 
 namespace ftcore::model {
 
@@ -79,6 +80,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ctx->save_for_backward({x});
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
     ctx->saved_data["x_requires_grad"] = x.requires_grad();
+    CheckpointedForwardScope recomputed_later;
     return state->layer->forward(x, state->inputs, nullptr);  // grad mode is off inside Function::forward
   }
 

@@ -21,6 +21,7 @@
 #include "ftcore/model_layers.h"
 #include "gated_activation.h"
 #include "packed_gemm.h"
+#include "short_row_attention.h"
 
 namespace ftcore::model {
 
@@ -133,13 +134,6 @@ at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Te
   return at::cat({turned, x.narrow(-1, rotary, dim - rotary)}, -1);
 }
 
-// [B, G, S, D] -> [B, G * groups, S, D], each key/value head serving `groups` query heads.
-at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
-  if (groups == 1) return x;
-  const int64_t b = x.size(0), g = x.size(1), s = x.size(2), d = x.size(3);
-  return x.unsqueeze(2).expand({b, g, groups, s, d}).reshape({b, g * groups, s, d});
-}
-
 std::shared_ptr<sdk::LinearModule> make_linear(int64_t in, int64_t out, bool bias, const c10::TensorOptions& options) {
   return std::make_shared<DenseLinear>(in, out, bias, options);
 }
@@ -193,44 +187,45 @@ namespace {
 // [8, 9, T, 64] causal, 2 threads (AVX-512 + AMX Xeon) took 7.0 / 13.7 / 20.1
 // ms in bf16 flash against 2.1 / 6.7 / 26.7 ms in the fp32 math path (scores,
 // softmax, matmul; autograd's backward) at T = 64 / 128 / 256
-// (docs/benchmarks.md). So while recording a graph under autocast, rows whose
+// (docs/benchmarks.md). So while recording a graph under autocast (or running
+// a checkpointed layer, which backward recomputes with one), rows whose
 // keys number at most 128 take the math path in fp32 with autocast off:
 // faster, and per op nearer fp32 SDPA (5.8e-6 against bf16 flash's 0.086 on
-// random inputs; end to end the bf16 loss lands 0.06% from fp32, see there). The math path keeps the
-// [B, H, T, S] weights for its backward (4.7 MB a layer at 8 x 9 x 128 x 128
-// fp32). Outside autocast (fp32, or a bf16 model) SDPA is left as it is, so
+// random inputs; end to end the bf16 loss lands 0.06% from fp32, see there). Its node keeps
+// only q, k and v and recomputes the [B, H, T, S] weights in backward
+// (short_row_attention.h). Outside autocast (fp32, or a bf16 model) SDPA is left as it is, so
 // those forwards stay equal to transformers' and PEFT's bit for bit.
 bool short_rows_train_faster_in_math(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   constexpr int64_t kLongestKeys = 128;
   if (!q.device().is_cpu() || !at::autocast::is_autocast_enabled(c10::DeviceType::CPU)) return false;
   const at::ScalarType dtype = at::autocast::get_autocast_dtype(c10::DeviceType::CPU);
   const bool reduced = dtype == at::kBFloat16 || dtype == at::kHalf;
-  const bool recording = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  const bool recording = (at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())) ||
+                         CheckpointedForwardScope::active();
   return reduced && recording && k.size(2) <= kLongestKeys;
 }
 
 }  // namespace
 
-at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& kv_k, const at::Tensor& kv_v,
                              const AttentionMask& m) const {
   const std::optional<at::Tensor> mask = m.mask.defined() ? std::optional<at::Tensor>(m.mask) : std::nullopt;
-  if (softcap_ <= 0 && short_rows_train_faster_in_math(q, k, v)) {
+  const int64_t groups = num_heads_ / num_kv_heads_;
+  if (softcap_ <= 0 && short_rows_train_faster_in_math(q, kv_k, kv_v)) {
     // The math op adds its mask: a boolean one becomes 0 / -inf here, as the
     // public SDPA converts it (a fully masked row then gives 0, as there).
-    // All of it in fp32 with autocast off: under autocast its matmuls would
-    // round the scores to bf16 (spacing 0.25 at 32) before the softmax.
-    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
     std::optional<at::Tensor> additive = mask;
     if (mask && mask->scalar_type() == at::kBool) {
-      if (!m.additive_fp32.defined())
+      if (!m.additive_fp32.defined()) {
+        c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
         m.additive_fp32 = at::zeros(mask->sizes(), q.options().dtype(at::kFloat))
                               .masked_fill(mask->logical_not(), -std::numeric_limits<float>::infinity());
+      }
       additive = m.additive_fp32;
     }
-    return std::get<0>(at::_scaled_dot_product_attention_math(q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat),
-                                                               additive, /*dropout_p=*/0.0, m.is_causal,
-                                                               /*dropout_mask=*/std::nullopt, scale_));
+    return short_row_math_attention(q, kv_k, kv_v, additive, groups, m.is_causal, scale_);
   }
+  const at::Tensor k = repeat_kv(kv_k, groups), v = repeat_kv(kv_v, groups);
   if (softcap_ <= 0) return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, m.is_causal, scale_);
   // Soft-capped scores (Gemma 2) have no fused kernel: scores, cap, mask,
   // softmax in fp32 (rounded back to the activations' dtype), as transformers' eager path.
@@ -270,8 +265,7 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionInputs& inputs
   }
   if (cache) std::tie(k, v) = cache->write(layer_index_, k, v);  // [B, G, S, D]
 
-  const int64_t groups = num_heads_ / num_kv_heads_;
-  at::Tensor out = attend(q, repeat_kv(k, groups), repeat_kv(v, groups), inputs.mask_for(window_));
+  at::Tensor out = attend(q, k, v, inputs.mask_for(window_));
   return o_proj->forward(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
 }
 

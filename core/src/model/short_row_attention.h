@@ -1,0 +1,49 @@
+// Attention of short rows while a graph is recorded under bf16/fp16 autocast
+// (llama_layers.cpp says why these rows leave SDPA for its fp32 math path),
+// as one autograd node that keeps only its inputs.
+//
+// Left to autograd, the math path keeps for backward the scaled queries, the
+// keys and values with their heads repeated (all fp32) and the [B, H, T, S]
+// softmax weights: about 26 bytes per token and hidden unit at the default
+// model's 55 keys a row, the largest share of a bf16 LoRA step's activations
+// (docs/benchmarks.md). This node keeps q and k, v before the repetition
+// (6 bytes: q and k in fp32, v in bf16) and in backward re-runs the same
+// forward with grad on and differentiates it, as gradient checkpointing does
+// for a layer, so the gradients are those of the recorded graph bit for bit;
+// the cost is one more forward of the two small batched matmuls and the softmax.
+// Shapes: B batch, H query heads, G key/value heads, T queries, S keys, D head size.
+#pragma once
+
+#include <optional>
+
+#include <ATen/core/Tensor.h>
+
+namespace ftcore::model {
+
+// Marks, on this thread, a gradient-checkpointed layer's first forward
+// (llama_checkpoint.cpp): it runs without a graph, but its backward
+// recomputes it with one, so attention must choose the path the
+// recomputation will take, or the gradients belong to other activations.
+class CheckpointedForwardScope {
+ public:
+  CheckpointedForwardScope();
+  ~CheckpointedForwardScope();
+  CheckpointedForwardScope(const CheckpointedForwardScope&) = delete;
+  CheckpointedForwardScope& operator=(const CheckpointedForwardScope&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
+// [B, G, S, D] -> [B, G * groups, S, D], each key/value head serving `groups` query heads.
+at::Tensor repeat_kv(const at::Tensor& x, int64_t groups);
+
+// softmax(q k^T * scale + additive_mask) v in fp32 with autocast off (libtorch's
+// math path), over k and v [B, G, S, D] repeated to the H = G * groups query
+// heads; q [B, H, T, D]. Returns fp32 [B, H, T, D].
+at::Tensor short_row_math_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    const std::optional<at::Tensor>& additive_mask, int64_t groups, bool is_causal,
+                                    double scale);
+
+}  // namespace ftcore::model
