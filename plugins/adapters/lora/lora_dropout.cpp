@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "dropout_draws.h"
+
 namespace ftcore::plugins::lora {
 
 namespace {
@@ -11,9 +13,23 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// dropout_draws.h's path: the same draws and values in one pass (fp32, contiguous, CPU).
+bool torch_draws_in_one_pass(const at::Tensor& x) {
+  return x.device().is_cpu() && x.scalar_type() == at::kFloat && x.is_contiguous() && draws_match_torch();
+}
+
+// noise's nonzero value, 1 / (1 - p) as at::dropout's div_ rounds it.
+float kept_value_of(double p) { return at::ones({1}, at::kFloat).div_(1 - p).item<float>(); }
+
 class ByteMaskDropout : public torch::autograd::Function<ByteMaskDropout> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p) {
+    if (torch_draws_in_one_pass(x)) {
+      const float kept_value = kept_value_of(p);
+      DroppedOut d = dropout_from_torch_draws(x, 1 - p, kept_value);
+      ctx->save_for_backward({d.mask, at::scalar_tensor(d.any_kept ? kept_value : 0.0f, x.options())});
+      return d.y;
+    }
     // at::native::dropout's CPU path (_dropout_impl), call for call.
     at::Tensor noise = at::empty_like(x);
     noise.bernoulli_(1 - p);
@@ -32,8 +48,10 @@ class ByteMaskDropout : public torch::autograd::Function<ByteMaskDropout> {
 }  // namespace
 
 at::Tensor dropout_with_byte_mask(const at::Tensor& x, double p) {
-  // Without a graph, or at the ends of the range, at::dropout itself (nothing kept).
-  if (!x.requires_grad() || !(p > 0.0 && p < 1.0) || x.numel() == 0) return at::dropout(x, p, /*train=*/true);
+  // At the ends of the range at::dropout itself; without a graph, nothing kept.
+  if (!(p > 0.0 && p < 1.0) || x.numel() == 0) return at::dropout(x, p, /*train=*/true);
+  if (!x.requires_grad() || !at::GradMode::is_enabled())
+    return torch_draws_in_one_pass(x) ? dropout_from_torch_draws(x, 1 - p, kept_value_of(p)).y : at::dropout(x, p, true);
   return ByteMaskDropout::apply(x, p);
 }
 

@@ -1,0 +1,132 @@
+// LoRA dropout's one-pass draws (plugins/adapters/lora/dropout_draws.h)
+// against libtorch itself: for each ISA variant this CPU runs, from
+// generators advanced to several offsets inside mt19937's 624-word block,
+// over sizes that end inside, at and across blocks and probabilities from
+// 0.05 to 0.999, the keep mask must equal bernoulli_(keep) != 0, y must equal
+// x * (bernoulli_(keep) / keep) bit for bit (x holds negatives, signed zeros,
+// infinities and NaN), and both generators must give the same next outputs.
+// The default-generator entry point must equal at::dropout from the same seed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "dropout_draws.h"
+#include "dropout_draws_kernel.h"
+#include "ftcore/sdk/cpu_isa.h"
+
+namespace lora = ftcore::plugins::lora;
+using ftcore::sdk::CpuIsa;
+
+namespace {
+
+struct Variant {
+  std::string name;
+  lora::DropoutDrawsKernel kernel;
+  CpuIsa needs;
+};
+
+std::vector<Variant> variants_this_cpu_runs() {
+  std::vector<Variant> all = {{"generic", &lora::dropout_draws_generic, CpuIsa::Generic},
+                              {"avx2", &lora::dropout_draws_avx2, CpuIsa::Avx2},
+                              {"avx512", &lora::dropout_draws_avx512, CpuIsa::Avx512}};
+  std::vector<Variant> out;
+  for (const auto& v : all)
+    if (v.needs <= ftcore::sdk::detect_cpu_isa()) out.push_back(v);
+  return out;
+}
+
+at::Tensor inputs(int64_t n) {
+  at::Tensor x = at::randn({n}, at::kFloat);
+  float* d = x.data_ptr<float>();
+  const float specials[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  for (int64_t i = 0; i < n && i < 5; ++i) d[i * 7 % n] = specials[i];
+  return x;
+}
+
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  return a.numel() == b.numel() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.numel()) * a.element_size()) == 0;
+}
+
+}  // namespace
+
+TEST(DropoutDraws, ThisLibtorchDrawsAsDescribed) {
+  EXPECT_TRUE(lora::draws_match_torch()) << "libtorch's bernoulli_ no longer draws as dropout_draws.h describes; "
+                                            "LoRA dropout falls back to it (correct, slower): update dropout_draws";
+}
+
+TEST(DropoutDraws, EveryIsaEqualsBernoulliAndLeavesTheGeneratorWhereItDoes) {
+  at::manual_seed(7);
+  const std::vector<int64_t> sizes = {1, 2, 311, 312, 313, 624, 1000, 4099, 8 * 55 * 576 + 13};
+  const std::vector<int> offsets = {0, 1, 5, 623, 624, 1247};  // 32-bit outputs drawn before
+  const std::vector<double> keeps = {0.95, 0.9, 0.5, 0.05, 0.999};
+  int checked = 0;
+  for (const auto& v : variants_this_cpu_runs()) {
+    for (int64_t n : sizes) {
+      for (int offset : offsets) {
+        const double keep = keeps[(checked++) % keeps.size()];
+        const uint64_t seed = 1000 + checked;
+        at::Generator theirs = at::make_generator<at::CPUGeneratorImpl>(seed);
+        at::Generator ours = at::make_generator<at::CPUGeneratorImpl>(seed);
+        auto* their_impl = at::check_generator<at::CPUGeneratorImpl>(theirs);
+        auto* our_impl = at::check_generator<at::CPUGeneratorImpl>(ours);
+        for (int k = 0; k < offset; ++k) {
+          their_impl->random();
+          our_impl->random();
+        }
+        const at::Tensor x = inputs(n);
+        const at::Tensor noise = at::empty({n}, at::kFloat).bernoulli_(keep, theirs).div_(keep);
+        const at::Tensor expected = x * noise;
+        const float kept_value = at::ones({1}, at::kFloat).div_(keep).item<float>();
+
+        at::Tensor y = at::empty({n}, at::kFloat), mask = at::empty({n}, at::kBool);
+        at::mt19937 engine = our_impl->engine();
+        at::mt19937_data_pod state = engine.data();
+        const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(keep, 53)));
+        const bool any = v.kernel(state, x.data_ptr<float>(), n, threshold, kept_value, y.data_ptr<float>(),
+                                  mask.data_ptr<bool>());
+        engine.set_data(state);
+        our_impl->set_engine(engine);
+
+        const std::string where = v.name + " n=" + std::to_string(n) + " offset=" + std::to_string(offset) +
+                                  " keep=" + std::to_string(keep);
+        ASSERT_TRUE(at::equal(mask, noise.ne(0))) << where;
+        ASSERT_TRUE(same_bits(y, expected)) << where;
+        EXPECT_EQ(any, noise.ne(0).any().item<bool>()) << where;
+        for (int k = 0; k < 3; ++k) ASSERT_EQ(our_impl->random(), their_impl->random()) << where << " output " << k;
+      }
+    }
+  }
+  std::printf("[ draws ] %d cases over %zu ISA variants equal bernoulli_ bit for bit\n", checked,
+              variants_this_cpu_runs().size());
+}
+
+TEST(DropoutDraws, DefaultGeneratorEqualsAtDropout) {
+  ASSERT_TRUE(lora::draws_match_torch());
+  for (double p : {0.05, 0.1, 0.3}) {
+    const at::Tensor x = at::randn({8 * 41, 576}, at::kFloat);
+    at::manual_seed(42);
+    const at::Tensor kept = at::empty_like(x).bernoulli_(1 - p).ne(0);
+    at::manual_seed(42);
+    const at::Tensor expected = at::dropout(x, p, /*train=*/true);
+    const uint64_t next_after_torch = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator())->random();
+    at::manual_seed(42);
+    const float kept_value = at::ones({1}, at::kFloat).div_(1 - p).item<float>();
+    const lora::DroppedOut d = lora::dropout_from_torch_draws(x, 1 - p, kept_value);
+    const uint64_t next_after_ours = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator())->random();
+    EXPECT_TRUE(same_bits(d.y, expected)) << "p=" << p;
+    EXPECT_TRUE(at::equal(d.mask, kept)) << "p=" << p;
+    EXPECT_EQ(d.y.sizes(), x.sizes());
+    EXPECT_TRUE(d.any_kept);
+    EXPECT_EQ(next_after_ours, next_after_torch) << "p=" << p;
+  }
+}
