@@ -5,7 +5,8 @@
 // 0.05 to 0.999, the keep mask must equal bernoulli_(keep) != 0, y must equal
 // x * (bernoulli_(keep) / keep) bit for bit (x holds negatives, signed zeros,
 // infinities and NaN), and both generators must give the same next outputs.
-// The default-generator entry point must equal at::dropout from the same seed.
+// The default-generator entry point must equal at::dropout from the same seed,
+// and the one-pass gradient grad * where(mask, s, 0) as autograd forms it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -129,4 +130,26 @@ TEST(DropoutDraws, DefaultGeneratorEqualsAtDropout) {
     EXPECT_TRUE(d.any_kept);
     EXPECT_EQ(next_after_ours, next_after_torch) << "p=" << p;
   }
+}
+
+TEST(DropoutDraws, GradientEqualsTheProductWithTheNoise) {
+  at::manual_seed(3);
+  const float kept_value = at::ones({1}, at::kFloat).div_(0.9).item<float>();
+  for (const auto& v : variants_this_cpu_runs()) {
+    for (int64_t n : {1, 17, 4099, 8 * 55 * 576 + 13}) {
+      const at::Tensor grad = inputs(n);
+      const at::Tensor mask = at::rand({n}).lt(0.9);
+      const at::Tensor expected = grad * at::where(mask, at::scalar_tensor(kept_value), at::scalar_tensor(0.0f));
+      at::Tensor out = at::empty({n}, at::kFloat);
+      const lora::DropoutGradKernel kernel = v.name == "avx512" ? &lora::dropout_grad_avx512
+                                             : v.name == "avx2" ? &lora::dropout_grad_avx2
+                                                                : &lora::dropout_grad_generic;
+      kernel(grad.data_ptr<float>(), mask.data_ptr<bool>(), kept_value, n, out.data_ptr<float>());
+      EXPECT_TRUE(same_bits(out, expected)) << v.name << " n=" << n;
+    }
+  }
+  const at::Tensor grad = at::randn({8, 55, 576}).transpose(0, 1);  // not contiguous
+  const at::Tensor mask = at::rand({55, 8, 576}).lt(0.9);
+  const at::Tensor expected = grad * at::where(mask, at::scalar_tensor(kept_value), at::scalar_tensor(0.0f));
+  EXPECT_TRUE(same_bits(lora::dropout_grad(grad, mask, kept_value), expected.contiguous()));
 }

@@ -15,15 +15,20 @@ namespace ftcore::plugins::lora {
 
 namespace {
 
-DropoutDrawsKernel chosen_kernel() {
-  static const DropoutDrawsKernel kernel = [] {
+struct Kernels {
+  DropoutDrawsKernel draws;
+  DropoutGradKernel grad;
+};
+
+const Kernels& chosen_kernels() {
+  static const Kernels kernels = [] {
     switch (sdk::detect_cpu_isa()) {
-      case sdk::CpuIsa::Avx512: return &dropout_draws_avx512;
-      case sdk::CpuIsa::Avx2: return &dropout_draws_avx2;
-      default: return &dropout_draws_generic;
+      case sdk::CpuIsa::Avx512: return Kernels{&dropout_draws_avx512, &dropout_grad_avx512};
+      case sdk::CpuIsa::Avx2: return Kernels{&dropout_draws_avx2, &dropout_grad_avx2};
+      default: return Kernels{&dropout_draws_generic, &dropout_grad_generic};
     }
   }();
-  return kernel;
+  return kernels;
 }
 
 // u = bits * 2^-53 < keep  <=>  bits < keep * 2^53 (exact: a power-of-two
@@ -36,7 +41,7 @@ bool draw(at::CPUGeneratorImpl& generator, const float* x, int64_t n, double kee
   std::lock_guard<std::mutex> lock(generator.mutex_);
   at::mt19937 engine = generator.engine();
   at::mt19937_data_pod state = engine.data();
-  const bool any = chosen_kernel()(state, x, n, threshold_of(keep), kept_value, y, mask);
+  const bool any = chosen_kernels().draws(state, x, n, threshold_of(keep), kept_value, y, mask);
   engine.set_data(state);
   generator.set_engine(engine);
   return any;
@@ -72,6 +77,13 @@ DroppedOut dropout_from_torch_draws(const at::Tensor& x, double keep, float kept
   auto* generator = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator());
   out.any_kept = draw(*generator, x.data_ptr<float>(), x.numel(), keep, kept_value, out.y.data_ptr<float>(),
                       out.mask.data_ptr<bool>());
+  return out;
+}
+
+at::Tensor dropout_grad(const at::Tensor& grad, const at::Tensor& mask, float kept_value) {
+  const at::Tensor g = grad.contiguous();
+  at::Tensor out = at::empty_like(g);
+  chosen_kernels().grad(g.data_ptr<float>(), mask.data_ptr<bool>(), kept_value, g.numel(), out.data_ptr<float>());
   return out;
 }
 

@@ -40,4 +40,7 @@ struct DroppedOut {
 // `kept_value`. Requires draws_match_torch().
 DroppedOut dropout_from_torch_draws(const at::Tensor& x, double keep, float kept_value);
 
+// grad * where(mask, kept_value, 0) in one pass (contiguous fp32 grad, bool mask of its shape).
+at::Tensor dropout_grad(const at::Tensor& grad, const at::Tensor& mask, float kept_value);
+
 }  // namespace ftcore::plugins::lora

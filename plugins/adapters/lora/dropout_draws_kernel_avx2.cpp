@@ -1,3 +1,4 @@
-// The dropout draws' loop built for the avx2 instruction set (flags: ftcore_add_isa_sources in CMakeLists.txt).
+// The dropout draws' and gradient's loops built for the avx2 instruction set (flags: ftcore_add_isa_sources in CMakeLists.txt).
 #define FTCORE_DROPOUT_DRAWS dropout_draws_avx2
+#define FTCORE_DROPOUT_GRAD dropout_grad_avx2
 #include "dropout_draws_kernel_impl.h"

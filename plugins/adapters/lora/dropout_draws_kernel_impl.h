@@ -1,5 +1,5 @@
 // dropout_draws_kernel.h's loop; dropout_draws_kernel_<isa>.cpp defines
-// FTCORE_DROPOUT_DRAWS (the function's name) and includes this file with its
+// FTCORE_DROPOUT_DRAWS and FTCORE_DROPOUT_GRAD (the functions' names) and includes this file with its
 // ISA's flags. Plain loops: each one is written so that GCC vectorises it.
 #include <algorithm>
 
@@ -78,6 +78,10 @@ bool FTCORE_DROPOUT_DRAWS(at::mt19937_data_pod& state, const float* x, int64_t n
     any = any || kept != 0;
   }
   return any;
+}
+
+void FTCORE_DROPOUT_GRAD(const float* grad, const bool* mask, float kept_value, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = grad[i] * (mask[i] ? kept_value : 0.0f);
 }
 
 }  // namespace ftcore::plugins::lora
