@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include "consuming_cross_entropy.h"
 #include "ftcore/model_moe.h"
 
 namespace ftcore::train {
@@ -27,8 +28,8 @@ at::Tensor summed_next_token_loss(Model& model, const TrainBatch& batch, at::Ten
   const at::Tensor positions = (next_labels != kIgnoreLabel).nonzero().squeeze(1);
   if (positions.numel() == 0) return hidden.sum().to(at::kFloat) * 0.0;
   const at::Tensor h = hidden.narrow(1, 0, T - 1).reshape({-1, C}).index_select(0, positions);  // [N, C]
-  const at::Tensor logits = model.compute_logits(h).to(at::kFloat);                              // [N, V]
-  return at::cross_entropy_loss(logits, next_labels.index_select(0, positions), {}, at::Reduction::Sum);
+  const at::Tensor logits = model.compute_logits(h).to(at::kFloat).contiguous();                // [N, V]
+  return consuming_cross_entropy_sum(logits, next_labels.index_select(0, positions));  // consumes the logits
 }
 
 }  // namespace ftcore::train
