@@ -97,12 +97,17 @@ def check_frozen_weights_under_autocast(ftcore, out, model, data):
     assert lb == lf, f"bf16-only frozen weights change the losses:\n{lb}\n{lf}"
     assert db == df, "bf16-only frozen weights change the adapter"
     # Gradient checkpointing replays the forward: without it the run must be the same bit for bit
-    # (a checkpointed layer's first forward takes the attention path its recomputation takes).
-    name = "not_checkpointed"
-    tt.run_ftcore(ftcore, adapter_recipe(out, name, model, data, precision="bf16", gradient_checkpointing=False))
-    ln, dn = tt.train_losses(run_dir(out, name)), digest(os.path.join(run_dir(out, name), "adapter_model.safetensors"))
-    assert ln == lb, f"gradient checkpointing changes the bf16 losses:\n{ln}\n{lb}"
-    assert dn == db, "gradient checkpointing changes the bf16 adapter"
+    # (a checkpointed layer's first forward takes the attention path its recomputation takes), also
+    # when nothing below layer 0's attention is trainable (LoRA on the MLP only).
+    for targets in (None, '["gate_proj", "up_proj", "down_proj"]'):
+        pair = {}
+        for checkpointing in (True, False):
+            name = f"ckpt_{checkpointing}_{'mlp' if targets else 'attn'}"
+            recipe = adapter_recipe(out, name, model, data, precision="bf16", gradient_checkpointing=checkpointing)
+            tt.run_ftcore(ftcore, recipe, *(("--set", f"adapter.target_modules={targets}") if targets else ()))
+            pair[checkpointing] = (tt.train_losses(run_dir(out, name)),
+                                   digest(os.path.join(run_dir(out, name), "adapter_model.safetensors")))
+        assert pair[True] == pair[False], f"gradient checkpointing changes the bf16 run (targets {targets}):\n{pair}"
     # DoRA reads ||W|| in every forward: its base weights must stay fp32.
     p = tt.run_ftcore(ftcore, adapter_recipe(out, "frozen_dora", model, data, precision="bf16", max_steps=2),
                       "--set", "adapter.use_dora=true")

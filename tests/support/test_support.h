@@ -5,11 +5,13 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
 
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
 #include "ftcore/plugin_loader.h"
@@ -68,6 +70,13 @@ inline std::string run_python(const std::string& script, const std::string& args
   CommandResult r = run_command(command);
   if (r.exit_code != 0) throw std::runtime_error("python " + script + " failed (" + std::to_string(r.exit_code) + "): " + r.output);
   return r.output;
+}
+
+// Same dtype, shape and bytes: what the tests mean by "bit for bit".
+inline bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  const at::Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
 }
 
 inline std::string ftcore_binary() { return std::string(FTCORE_BUILD_DIR) + "/bin/ftcore"; }

@@ -3,24 +3,18 @@
 // and the logits' gradient must be equal bit for bit, for vocabularies that
 // fill whole blocks, odd ones and one row, under an upstream gradient other
 // than 1 (the trainer's loss scale / normaliser); the logits are consumed
-// (they hold log-probabilities after the call, then the gradient) and a second backward is refused.
+// (they hold log-probabilities after the call, then the gradient); a second
+// backward, a leaf and bad shapes or dtypes are refused.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <vector>
 
 #include <ATen/ATen.h>
 
 #include "../../core/src/train/consuming_cross_entropy.h"
+#include "test_support.h"
 
-namespace {
-
-bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes() == b.sizes() &&
-         std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(), a.numel() * a.element_size()) == 0;
-}
-
-}  // namespace
+using ftcore::testing::same_bits;
 
 TEST(ConsumingCrossEntropy, LossAndGradientEqualCrossEntropyLoss) {
   at::manual_seed(11);
@@ -57,4 +51,6 @@ TEST(ConsumingCrossEntropy, RefusesASecondBackwardAndBadShapes) {
                std::invalid_argument);
   EXPECT_THROW(ftcore::train::consuming_cross_entropy_sum(at::randn({4, 10}, at::kDouble), at::zeros({4}, at::kLong)),
                std::invalid_argument);
+  const at::Tensor leaf_logits = at::randn({4, 10}).requires_grad_(true);  // overwriting it would overwrite a parameter
+  EXPECT_THROW(ftcore::train::consuming_cross_entropy_sum(leaf_logits, at::zeros({4}, at::kLong)), std::invalid_argument);
 }

@@ -11,7 +11,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "dropout_draws.h"
 #include "dropout_draws_kernel.h"
 #include "ftcore/sdk/cpu_isa.h"
+#include "test_support.h"
 
 namespace lora = ftcore::plugins::lora;
 using ftcore::sdk::CpuIsa;
@@ -31,13 +31,14 @@ namespace {
 struct Variant {
   std::string name;
   lora::DropoutDrawsKernel kernel;
+  lora::DropoutGradKernel grad;
   CpuIsa needs;
 };
 
 std::vector<Variant> variants_this_cpu_runs() {
-  std::vector<Variant> all = {{"generic", &lora::dropout_draws_generic, CpuIsa::Generic},
-                              {"avx2", &lora::dropout_draws_avx2, CpuIsa::Avx2},
-                              {"avx512", &lora::dropout_draws_avx512, CpuIsa::Avx512}};
+  std::vector<Variant> all = {{"generic", &lora::dropout_draws_generic, &lora::dropout_grad_generic, CpuIsa::Generic},
+                              {"avx2", &lora::dropout_draws_avx2, &lora::dropout_grad_avx2, CpuIsa::Avx2},
+                              {"avx512", &lora::dropout_draws_avx512, &lora::dropout_grad_avx512, CpuIsa::Avx512}};
   std::vector<Variant> out;
   for (const auto& v : all)
     if (v.needs <= ftcore::sdk::detect_cpu_isa()) out.push_back(v);
@@ -53,12 +54,9 @@ at::Tensor inputs(int64_t n) {
   return x;
 }
 
-bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  return a.numel() == b.numel() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.numel()) * a.element_size()) == 0;
-}
-
 }  // namespace
+
+using ftcore::testing::same_bits;
 
 TEST(DropoutDraws, ThisLibtorchDrawsAsDescribed) {
   EXPECT_TRUE(lora::draws_match_torch()) << "libtorch's bernoulli_ no longer draws as dropout_draws.h describes; "
@@ -93,8 +91,8 @@ TEST(DropoutDraws, EveryIsaEqualsBernoulliAndLeavesTheGeneratorWhereItDoes) {
         at::mt19937 engine = our_impl->engine();
         at::mt19937_data_pod state = engine.data();
         const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(keep, 53)));
-        const bool any = v.kernel(state, x.data_ptr<float>(), n, threshold, kept_value, y.data_ptr<float>(),
-                                  mask.data_ptr<bool>());
+        v.kernel(state, x.data_ptr<float>(), n, threshold, kept_value, y.data_ptr<float>(),
+                 mask.data_ptr<bool>());
         engine.set_data(state);
         our_impl->set_engine(engine);
 
@@ -102,7 +100,6 @@ TEST(DropoutDraws, EveryIsaEqualsBernoulliAndLeavesTheGeneratorWhereItDoes) {
                                   " keep=" + std::to_string(keep);
         ASSERT_TRUE(at::equal(mask, noise.ne(0))) << where;
         ASSERT_TRUE(same_bits(y, expected)) << where;
-        EXPECT_EQ(any, noise.ne(0).any().item<bool>()) << where;
         for (int k = 0; k < 3; ++k) ASSERT_EQ(our_impl->random(), their_impl->random()) << where << " output " << k;
       }
     }
@@ -127,7 +124,6 @@ TEST(DropoutDraws, DefaultGeneratorEqualsAtDropout) {
     EXPECT_TRUE(same_bits(d.y, expected)) << "p=" << p;
     EXPECT_TRUE(at::equal(d.mask, kept)) << "p=" << p;
     EXPECT_EQ(d.y.sizes(), x.sizes());
-    EXPECT_TRUE(d.any_kept);
     EXPECT_EQ(next_after_ours, next_after_torch) << "p=" << p;
   }
 }
@@ -141,10 +137,7 @@ TEST(DropoutDraws, GradientEqualsTheProductWithTheNoise) {
       const at::Tensor mask = at::rand({n}).lt(0.9);
       const at::Tensor expected = grad * at::where(mask, at::scalar_tensor(kept_value), at::scalar_tensor(0.0f));
       at::Tensor out = at::empty({n}, at::kFloat);
-      const lora::DropoutGradKernel kernel = v.name == "avx512" ? &lora::dropout_grad_avx512
-                                             : v.name == "avx2" ? &lora::dropout_grad_avx2
-                                                                : &lora::dropout_grad_generic;
-      kernel(grad.data_ptr<float>(), mask.data_ptr<bool>(), kept_value, n, out.data_ptr<float>());
+      v.grad(grad.data_ptr<float>(), mask.data_ptr<bool>(), kept_value, n, out.data_ptr<float>());
       EXPECT_TRUE(same_bits(out, expected)) << v.name << " n=" << n;
     }
   }

@@ -114,8 +114,9 @@ struct AttentionMask {
   at::Tensor mask;
   bool is_causal = false;
   // `mask` as fp32 0 / -inf, built by the first layer whose attention needs
-  // it (the short-row math path) and reused by the others of the forward.
-  mutable at::Tensor additive_fp32;
+  // it (the short-row math path) and reused by the others of the forward,
+  // also through the copies gradient checkpointing keeps for each layer.
+  std::shared_ptr<at::Tensor> additive_fp32 = std::make_shared<at::Tensor>();
 };
 
 // Everything attention needs that is the same for all layers of a forward.

@@ -80,7 +80,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     ctx->save_for_backward({x});
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
     ctx->saved_data["x_requires_grad"] = x.requires_grad();
-    CheckpointedForwardScope recomputed_later;
+    CheckpointPassScope first_forward(CheckpointPass::first_forward);
     return state->layer->forward(x, state->inputs, nullptr);  // grad mode is off inside Function::forward
   }
 
@@ -99,6 +99,7 @@ class CheckpointFunction : public torch::autograd::Function<CheckpointFunction> 
     {
       at::AutoGradMode enable_grad(true);
       ReplayForwardState replay(*state);
+      CheckpointPassScope recomputation(CheckpointPass::recomputation);
       out = state->layer->forward(x, state->inputs, nullptr);
     }
     variable_list grads = torch::autograd::grad({out}, wrt, {grad_outputs[0]}, /*retain_graph=*/false,

@@ -195,13 +195,14 @@ namespace {
 // only q, k and v and recomputes the [B, H, T, S] weights in backward
 // (short_row_attention.h). Outside autocast (fp32, or a bf16 model) SDPA is left as it is, so
 // those forwards stay equal to transformers' and PEFT's bit for bit.
-bool short_rows_train_faster_in_math(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+bool short_rows_train_faster_in_math(const at::Tensor& q, const at::Tensor& k) {
   constexpr int64_t kLongestKeys = 128;
   if (!q.device().is_cpu() || !at::autocast::is_autocast_enabled(c10::DeviceType::CPU)) return false;
   const at::ScalarType dtype = at::autocast::get_autocast_dtype(c10::DeviceType::CPU);
   const bool reduced = dtype == at::kBFloat16 || dtype == at::kHalf;
-  const bool recording = (at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())) ||
-                         CheckpointedForwardScope::active();
+  // Grad mode rather than q/k/v requiring grad: a layer below any trainable
+  // tensor must choose as its checkpointed first forward (no grad) does.
+  const bool recording = at::GradMode::is_enabled() || CheckpointPassScope::current() != CheckpointPass::none;
   return reduced && recording && k.size(2) <= kLongestKeys;
 }
 
@@ -211,17 +212,17 @@ at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& kv_k, const 
                              const AttentionMask& m) const {
   const std::optional<at::Tensor> mask = m.mask.defined() ? std::optional<at::Tensor>(m.mask) : std::nullopt;
   const int64_t groups = num_heads_ / num_kv_heads_;
-  if (softcap_ <= 0 && short_rows_train_faster_in_math(q, kv_k, kv_v)) {
+  if (softcap_ <= 0 && short_rows_train_faster_in_math(q, kv_k)) {
     // The math op adds its mask: a boolean one becomes 0 / -inf here, as the
     // public SDPA converts it (a fully masked row then gives 0, as there).
     std::optional<at::Tensor> additive = mask;
     if (mask && mask->scalar_type() == at::kBool) {
-      if (!m.additive_fp32.defined()) {
+      if (!m.additive_fp32->defined()) {
         c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-        m.additive_fp32 = at::zeros(mask->sizes(), q.options().dtype(at::kFloat))
+        *m.additive_fp32 = at::zeros(mask->sizes(), q.options().dtype(at::kFloat))
                               .masked_fill(mask->logical_not(), -std::numeric_limits<float>::infinity());
       }
-      additive = m.additive_fp32;
+      additive = *m.additive_fp32;
     }
     return short_row_math_attention(q, kv_k, kv_v, additive, groups, m.is_causal, scale_);
   }

@@ -27,7 +27,7 @@ at::Tensor math_attention(const at::Tensor& q, const at::Tensor& k, const at::Te
 
 class ShortRowMathAttention : public torch::autograd::Function<ShortRowMathAttention> {
  public:
-  // The mask is no input of the node (it has no gradient and may be absent): it travels as data.
+  // The mask, when present, is the node's fourth input (edge 3), never differentiated; it travels as data.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const std::optional<at::Tensor>& additive_mask, int64_t groups, bool is_causal,
                             double scale) {
@@ -41,6 +41,7 @@ class ShortRowMathAttention : public torch::autograd::Function<ShortRowMathAtten
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     variable_list result(7);  // q, k, v, then none for the mask, groups, is_causal and scale
+    TORCH_CHECK(!at::GradMode::is_enabled(), "short-row attention: no double backward (create_graph)");
     if (!grad_outputs[0].defined()) return result;
     const variable_list saved = ctx->get_saved_variables();
     variable_list inputs, wrt;
@@ -68,13 +69,13 @@ class ShortRowMathAttention : public torch::autograd::Function<ShortRowMathAtten
 
 };
 
-thread_local bool checkpointed_forward = false;
+thread_local CheckpointPass current_pass = CheckpointPass::none;
 
 }  // namespace
 
-CheckpointedForwardScope::CheckpointedForwardScope() : previous_(checkpointed_forward) { checkpointed_forward = true; }
-CheckpointedForwardScope::~CheckpointedForwardScope() { checkpointed_forward = previous_; }
-bool CheckpointedForwardScope::active() { return checkpointed_forward; }
+CheckpointPassScope::CheckpointPassScope(CheckpointPass pass) : previous_(current_pass) { current_pass = pass; }
+CheckpointPassScope::~CheckpointPassScope() { current_pass = previous_; }
+CheckpointPass CheckpointPassScope::current() { return current_pass; }
 
 at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
   if (groups == 1) return x;
@@ -86,7 +87,9 @@ at::Tensor short_row_math_attention(const at::Tensor& q, const at::Tensor& k, co
                                     const std::optional<at::Tensor>& additive_mask, int64_t groups, bool is_causal,
                                     double scale) {
   const bool graph = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  if (!graph) return math_attention(q, k, v, additive_mask, groups, is_causal, scale);
+  if (!graph || CheckpointPassScope::current() == CheckpointPass::recomputation)
+    return math_attention(q, k, v, additive_mask, groups, is_causal, scale);
+  TORCH_CHECK(!additive_mask || !additive_mask->requires_grad(), "short_row_math_attention: the mask takes no gradient");
   return ShortRowMathAttention::apply(q, k, v, additive_mask, groups, is_causal, scale);
 }
 

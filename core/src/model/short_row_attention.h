@@ -20,20 +20,24 @@
 
 namespace ftcore::model {
 
-// Marks, on this thread, a gradient-checkpointed layer's first forward
-// (llama_checkpoint.cpp): it runs without a graph, but its backward
-// recomputes it with one, so attention must choose the path the
-// recomputation will take, or the gradients belong to other activations.
-class CheckpointedForwardScope {
+// Which pass of gradient checkpointing (llama_checkpoint.cpp) this thread
+// runs. The first forward runs without a graph and the recomputation in
+// backward with one: attention must take the same path in both (and in a
+// plain training forward), or the gradients belong to other activations;
+// and inside the recomputation, whose graph lives for one layer, attention
+// lets autograd record its ops rather than keep inputs to recompute again.
+enum class CheckpointPass { none, first_forward, recomputation };
+
+class CheckpointPassScope {
  public:
-  CheckpointedForwardScope();
-  ~CheckpointedForwardScope();
-  CheckpointedForwardScope(const CheckpointedForwardScope&) = delete;
-  CheckpointedForwardScope& operator=(const CheckpointedForwardScope&) = delete;
-  static bool active();
+  explicit CheckpointPassScope(CheckpointPass pass);
+  ~CheckpointPassScope();
+  CheckpointPassScope(const CheckpointPassScope&) = delete;
+  CheckpointPassScope& operator=(const CheckpointPassScope&) = delete;
+  static CheckpointPass current();
 
  private:
-  bool previous_;
+  CheckpointPass previous_;
 };
 
 // [B, G, S, D] -> [B, G * groups, S, D], each key/value head serving `groups` query heads.

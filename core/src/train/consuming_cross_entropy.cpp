@@ -7,6 +7,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "ftcore/dataset.h"
+
 namespace ftcore::train {
 
 namespace {
@@ -14,7 +16,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr int64_t kIgnoreIndex = -100;  // at::cross_entropy_loss's default; no target here equals it
 
 // Rows per block: about 8 MB of [rows, V] fp32 temporaries.
 int64_t block_rows(int64_t vocab) { return std::max<int64_t>(1, (int64_t{2} << 20) / std::max<int64_t>(vocab, 1)); }
@@ -33,11 +34,12 @@ class ConsumingCrossEntropy : public torch::autograd::Function<ConsumingCrossEnt
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& targets) {
     at::Tensor buffer = logits.detach();  // the logits' storage becomes log-probabilities
-    // The last-dimension kernels finish reading a row before they write it,
-    // so `out` may be the input (consuming_cross_entropy_test holds the
-    // results bit-equal to the out-of-place ops).
+    // libtorch's CPU last-dimension kernels read a row's max and sum before
+    // writing it, and each element before overwriting it, so `out` may be
+    // the input (consuming_cross_entropy_test holds the results bit-equal to
+    // the out-of-place ops; CUDA keeps at::cross_entropy_loss).
     by_blocks(buffer, [](at::Tensor& block, int64_t) { at::_log_softmax_out(block, block, 1, false); });
-    const at::Tensor loss = at::nll_loss(buffer, targets, {}, at::Reduction::Sum, kIgnoreIndex);
+    const at::Tensor loss = at::nll_loss(buffer, targets, {}, at::Reduction::Sum, kIgnoreLabel);
     // Not save_for_backward: that would refuse the in-place use backward makes of it.
     ctx->saved_data["log_probs"] = buffer;
     ctx->saved_data["targets"] = targets;
@@ -46,6 +48,7 @@ class ConsumingCrossEntropy : public torch::autograd::Function<ConsumingCrossEnt
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    TORCH_CHECK(!at::GradMode::is_enabled(), "consuming_cross_entropy_sum: no double backward (create_graph)");
     if (ctx->saved_data["consumed"].toBool())
       throw std::logic_error("consuming_cross_entropy_sum: backward ran twice (retain_graph); its buffer is spent");
     ctx->saved_data["consumed"] = true;
@@ -56,7 +59,7 @@ class ConsumingCrossEntropy : public torch::autograd::Function<ConsumingCrossEnt
     by_blocks(buffer, [&](at::Tensor& log_probs, int64_t start) {
       const at::Tensor t = targets.narrow(0, start, log_probs.size(0));
       const at::Tensor grad_nll =
-          at::nll_loss_backward(grad, log_probs, t, {}, at::Reduction::Sum, kIgnoreIndex, total_weight);
+          at::nll_loss_backward(grad, log_probs, t, {}, at::Reduction::Sum, kIgnoreLabel, total_weight);
       at::_log_softmax_backward_data_out(log_probs, grad_nll, log_probs, 1, at::kFloat);
     });
     ctx->saved_data.erase("log_probs");
@@ -67,9 +70,15 @@ class ConsumingCrossEntropy : public torch::autograd::Function<ConsumingCrossEnt
 }  // namespace
 
 at::Tensor consuming_cross_entropy_sum(const at::Tensor& logits, const at::Tensor& targets) {
-  if (logits.dim() != 2 || logits.scalar_type() != at::kFloat || !logits.is_contiguous() || targets.dim() != 1 ||
-      targets.size(0) != logits.size(0))
-    throw std::invalid_argument("consuming_cross_entropy_sum: needs contiguous fp32 logits [N, V] and targets [N]");
+  const bool shapes = logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0);
+  if (!shapes || logits.scalar_type() != at::kFloat || !logits.is_contiguous() || !logits.is_cpu())
+    throw std::invalid_argument("consuming_cross_entropy_sum: needs contiguous fp32 CPU logits [N, V] and targets [N], "
+                                "got logits " + logits.toString() + " " + c10::str(logits.sizes()) +
+                                (logits.is_contiguous() ? "" : " (not contiguous)") + " and targets " +
+                                c10::str(targets.sizes()));
+  // Overwriting a leaf would overwrite the parameter itself.
+  if (logits.requires_grad() && logits.is_leaf())
+    throw std::invalid_argument("consuming_cross_entropy_sum: the logits are a leaf that requires grad");
   return ConsumingCrossEntropy::apply(logits, targets);
 }
 

@@ -26,7 +26,7 @@
 namespace ftcore::train {
 
 // sum_i -log_softmax(logits[i])[targets[i]]; logits fp32 [N, V], contiguous,
-// consumed; targets int64 [N], none ignored.
+// on the CPU, not a leaf, consumed; targets int64 [N], none ignored.
 at::Tensor consuming_cross_entropy_sum(const at::Tensor& logits, const at::Tensor& targets);
 
 }  // namespace ftcore::train

@@ -28,8 +28,10 @@ at::Tensor summed_next_token_loss(Model& model, const TrainBatch& batch, at::Ten
   const at::Tensor positions = (next_labels != kIgnoreLabel).nonzero().squeeze(1);
   if (positions.numel() == 0) return hidden.sum().to(at::kFloat) * 0.0;
   const at::Tensor h = hidden.narrow(1, 0, T - 1).reshape({-1, C}).index_select(0, positions);  // [N, C]
-  const at::Tensor logits = model.compute_logits(h).to(at::kFloat).contiguous();                // [N, V]
-  return consuming_cross_entropy_sum(logits, next_labels.index_select(0, positions));  // consumes the logits
+  const at::Tensor logits = model.compute_logits(h).to(at::kFloat).contiguous();  // [N, V]
+  const at::Tensor targets = next_labels.index_select(0, positions);
+  if (!logits.is_cpu()) return at::cross_entropy_loss(logits, targets, {}, at::Reduction::Sum);
+  return consuming_cross_entropy_sum(logits, targets);  // consumes the logits
 }
 
 }  // namespace ftcore::train

@@ -36,15 +36,14 @@ const Kernels& chosen_kernels() {
 uint64_t threshold_of(double keep) { return static_cast<uint64_t>(std::ceil(std::ldexp(keep, 53))); }
 
 // Runs the kernel on `generator`'s engine and puts the advanced engine back.
-bool draw(at::CPUGeneratorImpl& generator, const float* x, int64_t n, double keep, float kept_value, float* y,
+void draw(at::CPUGeneratorImpl& generator, const float* x, int64_t n, double keep, float kept_value, float* y,
           bool* mask) {
   std::lock_guard<std::mutex> lock(generator.mutex_);
   at::mt19937 engine = generator.engine();
   at::mt19937_data_pod state = engine.data();
-  const bool any = chosen_kernels().draws(state, x, n, threshold_of(keep), kept_value, y, mask);
+  chosen_kernels().draws(state, x, n, threshold_of(keep), kept_value, y, mask);
   engine.set_data(state);
   generator.set_engine(engine);
-  return any;
 }
 
 }  // namespace
@@ -75,8 +74,7 @@ DroppedOut dropout_from_torch_draws(const at::Tensor& x, double keep, float kept
   out.y = at::empty_like(x, at::MemoryFormat::Contiguous);
   out.mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
   auto* generator = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator());
-  out.any_kept = draw(*generator, x.data_ptr<float>(), x.numel(), keep, kept_value, out.y.data_ptr<float>(),
-                      out.mask.data_ptr<bool>());
+  draw(*generator, x.data_ptr<float>(), x.numel(), keep, kept_value, out.y.data_ptr<float>(), out.mask.data_ptr<bool>());
   return out;
 }
 

@@ -31,7 +31,6 @@ bool draws_match_torch();
 struct DroppedOut {
   at::Tensor y;     // x * noise
   at::Tensor mask;  // noise != 0, bool, x's shape
-  bool any_kept = false;
 };
 
 // The training dropout of a contiguous fp32 CPU tensor x with keep

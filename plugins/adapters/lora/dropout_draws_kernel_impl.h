@@ -55,29 +55,24 @@ void next_outputs(at::mt19937_data_pod& st, uint32_t* out, int64_t count) {
 
 }  // namespace
 
-bool FTCORE_DROPOUT_DRAWS(at::mt19937_data_pod& state, const float* x, int64_t n, uint64_t threshold, float kept_value,
+void FTCORE_DROPOUT_DRAWS(at::mt19937_data_pod& state, const float* x, int64_t n, uint64_t threshold, float kept_value,
                           float* y, bool* mask) {
   constexpr int64_t kChunk = 1024;  // elements per batch of outputs (8 KiB on the stack)
   constexpr uint32_t kHigh21 = (1u << 21) - 1;  // (first << 32 | second) & (2^53 - 1): 21 bits of the first
   uint32_t words[2 * kChunk];
-  bool any = false;
   for (int64_t start = 0; start < n; start += kChunk) {
     const int64_t m = std::min(kChunk, n - start);
     next_outputs(state, words, 2 * m);
     const float* xs = x + start;
     float* ys = y + start;
     bool* ms = mask + start;
-    unsigned kept = 0;
     for (int64_t i = 0; i < m; ++i) {
       const uint64_t bits = (static_cast<uint64_t>(words[2 * i] & kHigh21) << 32) | words[2 * i + 1];
       const bool keep = bits < threshold;
       ms[i] = keep;
       ys[i] = xs[i] * (keep ? kept_value : 0.0f);
-      kept |= keep;
     }
-    any = any || kept != 0;
   }
-  return any;
 }
 
 void FTCORE_DROPOUT_GRAD(const float* grad, const bool* mask, float kept_value, int64_t n, float* out) {

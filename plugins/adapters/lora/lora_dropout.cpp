@@ -27,8 +27,8 @@ class ByteMaskDropout : public torch::autograd::Function<ByteMaskDropout> {
     if (torch_draws_in_one_pass(x)) {
       const float kept_value = kept_value_of(p);
       DroppedOut d = dropout_from_torch_draws(x, 1 - p, kept_value);
-      ctx->save_for_backward({d.mask, at::scalar_tensor(d.any_kept ? kept_value : 0.0f, x.options())});
-      ctx->saved_data["one_pass"] = true;
+      ctx->save_for_backward({d.mask});
+      ctx->saved_data["kept_value"] = static_cast<double>(kept_value);  // exact: a float
       return d.y;
     }
     // at::native::dropout's CPU path (_dropout_impl), call for call.
@@ -42,8 +42,8 @@ class ByteMaskDropout : public torch::autograd::Function<ByteMaskDropout> {
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& grad = grad_outputs[0];
-    if (ctx->saved_data.count("one_pass") && grad.scalar_type() == at::kFloat)
-      return {dropout_grad(grad, saved[0], saved[1].item<float>()), at::Tensor()};
+    if (ctx->saved_data.count("kept_value"))
+      return {dropout_grad(grad, saved[0], static_cast<float>(ctx->saved_data["kept_value"].toDouble())), at::Tensor()};
     const at::Tensor factor = at::where(saved[0], saved[1], at::zeros_like(saved[1]));
     return {grad * factor, at::Tensor()};
   }
