@@ -66,7 +66,6 @@ class ShortRowMathAttention : public torch::autograd::Function<ShortRowMathAtten
       if (ctx->needs_input_grad(i)) result[i] = grads[next++];
     return result;
   }
-
 };
 
 thread_local CheckpointPass current_pass = CheckpointPass::none;
