@@ -9,6 +9,8 @@
 #   AVX2_FLAGS   default: -mavx2 -mfma
 #   AVX512_FLAGS default: -mavx512f -mavx512bw -mavx512vl -mfma -mprefer-vector-width=512
 # The three skip the shared precompiled header: it was built without these flags.
+# The properties are set in <target>'s directory (TARGET_DIRECTORY), so a
+# subdirectory may add kernels to a target its parent created.
 function(ftcore_add_isa_sources target stem)
   cmake_parse_arguments(ARG "" "" "FLAGS;AVX2_FLAGS;AVX512_FLAGS" ${ARGN})
   if(NOT ARG_AVX2_FLAGS)
@@ -23,11 +25,11 @@ function(ftcore_add_isa_sources target stem)
   set(_avx512 "${_dir}/${stem}_avx512.cpp")
   target_sources(${target} PRIVATE "${_generic}" "${_avx2}" "${_avx512}")
   if(ARG_FLAGS)
-    set_source_files_properties("${_generic}" PROPERTIES COMPILE_OPTIONS "${ARG_FLAGS}")
+    set_source_files_properties("${_generic}" TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${ARG_FLAGS}")
   endif()
   set(_avx2_options ${ARG_FLAGS} ${ARG_AVX2_FLAGS})
   set(_avx512_options ${ARG_FLAGS} ${ARG_AVX512_FLAGS})
-  set_source_files_properties("${_avx2}" PROPERTIES COMPILE_OPTIONS "${_avx2_options}")
-  set_source_files_properties("${_avx512}" PROPERTIES COMPILE_OPTIONS "${_avx512_options}")
-  set_source_files_properties("${_generic}" "${_avx2}" "${_avx512}" PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+  set_source_files_properties("${_avx2}" TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${_avx2_options}")
+  set_source_files_properties("${_avx512}" TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${_avx512_options}")
+  set_source_files_properties("${_generic}" "${_avx2}" "${_avx512}" TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
 endfunction()

@@ -50,6 +50,31 @@ inline at::Tensor logits_of(Model& model, const at::Tensor& ids, const at::Tenso
   return model.forward(in).to(at::kFloat);
 }
 
+// A no-grad forward (model code free to fuse and work in place) gives the
+// bits of the same forward recording a graph through every parameter (ATen's
+// op chains, as autograd differentiates them); requires_grad is restored.
+inline void expect_no_graph_forward_equals_recorded(Model& model, const at::Tensor& ids, const at::Tensor& mask) {
+  ForwardInput in;
+  in.input_ids = ids;
+  in.attention_mask = mask;
+  at::Tensor plain;
+  {
+    at::NoGradGuard no_grad;
+    plain = model.forward(in);
+  }
+  std::vector<std::pair<at::Tensor, bool>> trainable;
+  for (auto& p : model.module().parameters()) {
+    trainable.emplace_back(p, p.requires_grad());
+    p.requires_grad_(true);
+  }
+  const at::Tensor recorded = model.forward(in).detach();
+  for (auto& [p, was] : trainable) p.requires_grad_(was);
+  EXPECT_TRUE(recorded.scalar_type() == plain.scalar_type() &&
+              at::equal(recorded.contiguous().view(at::kByte), plain.contiguous().view(at::kByte)))
+      << c10::toString(plain.scalar_type()) << ": max |diff| "
+      << (recorded.to(at::kFloat) - plain.to(at::kFloat)).abs().max().item<double>();
+}
+
 // Sequence ids [1, total]: sequences of `lengths` packed from the left, then padding (-1).
 inline at::Tensor packed_sequence_ids(const std::vector<int64_t>& lengths, int64_t total) {
   std::vector<int64_t> seq;

@@ -55,6 +55,15 @@ TEST_P(FamilyReference, MatchesTransformers) {
   // 2b. The same prompts as one left-padded batch, as transformers' batched generate.
   ftcore::testing::expect_batch_generation_matches(*model, dir / "generate_batch.json");
 
+  // 2c. Without a graph the forward takes fused_norm_rope.h's row loops and
+  // writes the MLP's and residuals' results in place; a forward recording a
+  // graph runs ATen's op chains. Same bits, in fp32 and bf16.
+  ftcore::testing::expect_no_graph_forward_equals_recorded(*model, ref.input_ids, ref.attention_mask);
+  ftcore::LoadOptions bf16;
+  bf16.dtype = at::kBFloat16;
+  ftcore::testing::expect_no_graph_forward_equals_recorded(*Model::from_pretrained(dir / "model", bf16),
+                                                           ref.input_ids, ref.attention_mask);
+
   // longrope picks its factors from the longest position of each forward (as
   // transformers does), so a packed row or a cached step may legitimately
   // differ from the sequence alone: checks 3 and 4 do not apply.

@@ -43,6 +43,12 @@ TEST_P(TinyReference, LogitsMatchTransformers) {
   const double diff = max_diff_on_tokens(logits, ref.logits, ref.attention_mask);
   std::cout << "[ measure ] " << GetParam() << " fp32 max |logit diff| vs transformers = " << diff << "\n";
   EXPECT_LT(diff, 1e-5);
+  // Fused and in-place without a graph == ATen's chains with one, fp32 and bf16 (model_reference_support.h).
+  ftcore::testing::expect_no_graph_forward_equals_recorded(*model, ref.input_ids, ref.attention_mask);
+  ftcore::LoadOptions bf16;
+  bf16.dtype = at::kBFloat16;
+  ftcore::testing::expect_no_graph_forward_equals_recorded(*Model::from_pretrained(dir / "model", bf16), ref.input_ids,
+                                                           ref.attention_mask);
   // The default positions are the ones transformers was given (padding skipped).
   ForwardInput in;
   in.input_ids = ref.input_ids;

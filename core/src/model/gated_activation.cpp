@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "reusable_in_place.h"
+
 namespace ftcore::model {
 
 namespace {
@@ -41,6 +43,11 @@ class GatedActivation : public torch::autograd::Function<GatedActivation> {
 at::Tensor gated_activation(const at::Tensor& gate, const at::Tensor& up, bool gelu_tanh) {
   // Mixed dtypes would need autograd's casts of each gradient; without a graph there is nothing to keep.
   const bool graph = at::GradMode::is_enabled() && (gate.requires_grad() || up.requires_grad());
+  if (!graph && reusable_in_place(gate) && gate.scalar_type() == up.scalar_type() && gate.sizes() == up.sizes()) {
+    at::Tensor result = gate;  // act_(gate) then gate *= up: the ops above, without two [B, T, F] allocations
+    gelu_tanh ? at::gelu_(result, "tanh") : at::silu_(result);
+    return result.mul_(up);
+  }
   if (!graph || gate.scalar_type() != up.scalar_type()) return activate(gate, gelu_tanh) * up;
   return GatedActivation::apply(gate, up, gelu_tanh);
 }

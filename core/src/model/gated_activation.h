@@ -14,7 +14,8 @@
 
 namespace ftcore::model {
 
-// act(gate) * up; `gelu_tanh` picks GELU (tanh) over SiLU.
+// act(gate) * up; `gelu_tanh` picks GELU (tanh) over SiLU. Without a graph,
+// a gate only the caller holds is overwritten with the result (reusable_in_place.h).
 at::Tensor gated_activation(const at::Tensor& gate, const at::Tensor& up, bool gelu_tanh);
 
 }  // namespace ftcore::model

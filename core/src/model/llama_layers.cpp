@@ -19,8 +19,10 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "ftcore/model_layers.h"
+#include "fused_norm_rope.h"
 #include "gated_activation.h"
 #include "packed_gemm.h"
+#include "reusable_in_place.h"
 #include "short_row_attention.h"
 
 namespace ftcore::model {
@@ -107,32 +109,10 @@ RmsNorm::RmsNorm(int64_t size, double eps, RmsNormStyle style, const c10::Tensor
 
 at::Tensor RmsNorm::forward(const at::Tensor& x) const {
   RECORD_USER_SCOPE("ftcore::rms_norm");  // FTCORE_PROFILE's ranges (op_profile.h)
-  // The statistic in fp32 whatever the dtype; where the gain meets it is the
-  // family's rounding order (identical in fp32, one rounding apart in bf16).
-  at::Tensor h = x.to(at::kFloat);
-  h = h * at::rsqrt(h.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  if (style_ == RmsNormStyle::fp32_gain) return (weight_.to(at::kFloat) * h).to(x.scalar_type());
-  if (style_ == RmsNormStyle::unit_offset) return (h * (weight_.to(at::kFloat) + 1.0)).to(x.scalar_type());
-  return weight_ * h.to(x.scalar_type());
+  return rms_norm(x, weight_, eps_, style_);
 }
 
 namespace {
-
-// (x1, x2) -> (-x2, x1) over the two halves of the last dimension.
-at::Tensor rotate_half(const at::Tensor& x) {
-  const int64_t half = x.size(-1) / 2;
-  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-}
-
-// RoPE on the first R = cos.size(-1) dims of each head, the rest passed
-// through (partial rotary); x [B, heads, T, D], cos/sin [B, 1, T, R].
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const int64_t rotary = cos.size(-1), dim = x.size(-1);
-  if (rotary == dim) return x * cos + rotate_half(x) * sin;
-  at::Tensor turned = x.narrow(-1, 0, rotary);
-  turned = turned * cos + rotate_half(turned) * sin;
-  return at::cat({turned, x.narrow(-1, rotary, dim - rotary)}, -1);
-}
 
 std::shared_ptr<sdk::LinearModule> make_linear(int64_t in, int64_t out, bool bias, const c10::TensorOptions& options) {
   return std::make_shared<DenseLinear>(in, out, bias, options);
@@ -261,8 +241,8 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionInputs& inputs
     RECORD_USER_SCOPE("ftcore::rope");
     const at::Tensor& cos = uses_sliding_rope_ ? inputs.sliding_cos : inputs.cos;
     const at::Tensor& sin = uses_sliding_rope_ ? inputs.sliding_sin : inputs.sin;
-    q = apply_rotary(q, cos.unsqueeze(1), sin.unsqueeze(1));
-    k = apply_rotary(k, cos.unsqueeze(1), sin.unsqueeze(1));
+    q = rotary(q, cos.unsqueeze(1), sin.unsqueeze(1));
+    k = rotary(k, cos.unsqueeze(1), sin.unsqueeze(1));
   }
   if (cache) std::tie(k, v) = cache->write(layer_index_, k, v);  // [B, G, S, D]
 
@@ -312,8 +292,13 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer_index, const c10:
 }
 
 at::Tensor DecoderLayer::forward(const at::Tensor& x, const AttentionInputs& inputs, KVCache* cache) {
-  auto add = [&](const at::Tensor& residual, const at::Tensor& block) {
-    return residual_multiplier_ == 1.0 ? residual + block : residual + block * residual_multiplier_;
+  auto add = [&](const at::Tensor& residual, at::Tensor& block) {
+    if (residual_multiplier_ != 1.0) return residual + block * residual_multiplier_;
+    // block + residual rounds as residual + block does; in place when the block is a result only we hold.
+    const bool same_shape_and_type = block.sizes() == residual.sizes() && block.scalar_type() == residual.scalar_type();
+    const bool graph = at::GradMode::is_enabled() && residual.requires_grad();
+    if (same_shape_and_type && !graph && reusable_in_place(block)) return block.add_(residual);
+    return residual + block;
   };
   // Llama's post_attention_layernorm normalizes the MLP input; OLMo 2's and Gemma's the attention output.
   at::Tensor h = self_attn->forward(input_layernorm ? input_layernorm->forward(x) : x, inputs, cache);

@@ -1,0 +1,52 @@
+// The row loops of fused_norm_rope.h, compiled once per ISA
+// (fused_norm_rope_kernel_<isa>.cpp; sdk/cpu_isa.h picks one at run time).
+// Each loop reproduces, element for element and in the same order of
+// operations, the ATen op chain it replaces, so its results are the same bits.
+#pragma once
+
+#include <cstdint>
+
+namespace ftcore::model {
+
+// Element types the loops read and write: fp32, or bf16 as its 16 raw bits.
+enum class RowDtype : uint8_t { f32, bf16 };
+
+// Where RMSNorm's gain meets the normalised row (ftcore/model_config.h RmsNormStyle):
+// weight * h.to(dtype) (llama), (weight.to(f32) * h).to(dtype), (h * (weight.to(f32) + 1)).to(dtype).
+enum class GainOrder : uint8_t { after_cast, fp32_gain, unit_offset };
+
+struct RmsNormRows {
+  const void* x;       // [rows, size] contiguous, `dtype`
+  const void* weight;  // [size], `dtype`
+  void* out;           // [rows, size] contiguous, `dtype`
+  int64_t size;
+  float eps;
+  RowDtype dtype;
+  GainOrder gain;
+};
+
+// x * cos + rotate_half(x) * sin over rows of `dim` elements; x's, cos's and
+// sin's last dimension contiguous. Row r = ((b * heads) + h) * tokens + t.
+struct RotaryRows {
+  const void* x;
+  const void* cos;
+  const void* sin;
+  void* out;
+  int64_t heads, tokens, dim;
+  int64_t x_strides[3];    // elements, over (b, h, t)
+  int64_t trig_strides[2];  // elements, over (b, t); cos and sin share them
+  int64_t out_strides[3];
+  RowDtype x_dtype, trig_dtype, out_dtype;  // out is bf16 only when all three are
+};
+
+using RmsNormRowsKernel = void (*)(const RmsNormRows&, int64_t row_begin, int64_t row_end);
+using RotaryRowsKernel = void (*)(const RotaryRows&, int64_t row_begin, int64_t row_end);
+
+void rms_norm_rows_generic(const RmsNormRows&, int64_t, int64_t);
+void rms_norm_rows_avx2(const RmsNormRows&, int64_t, int64_t);
+void rms_norm_rows_avx512(const RmsNormRows&, int64_t, int64_t);
+void rotary_rows_generic(const RotaryRows&, int64_t, int64_t);
+void rotary_rows_avx2(const RotaryRows&, int64_t, int64_t);
+void rotary_rows_avx512(const RotaryRows&, int64_t, int64_t);
+
+}  // namespace ftcore::model

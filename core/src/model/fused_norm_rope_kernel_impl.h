@@ -1,0 +1,191 @@
+// fused_norm_rope_kernel.h's loops; fused_norm_rope_kernel_<isa>.cpp defines
+// FTCORE_RMS_NORM_ROWS and FTCORE_ROTARY_ROWS (the functions' names) and
+// includes this file with its ISA's flags and -ffp-contract=off (a fused
+// multiply-add would round once where ATen's separate ops round twice).
+// Plain loops over fixed-width lane arrays: GCC vectorises them, and every
+// element sees the same IEEE operations in the same order as in ATen.
+#include <algorithm>
+#include <type_traits>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "fused_norm_rope_kernel.h"
+
+namespace ftcore::model {
+namespace {
+
+inline float bf16_to_float(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
+}
+
+// c10::BFloat16's round to nearest even (its NaN is 0x7FC0).
+inline uint16_t float_to_bf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const uint16_t rounded = static_cast<uint16_t>((bits + ((bits >> 16) & 1u) + 0x7FFFu) >> 16);
+  return value != value ? uint16_t{0x7FC0} : rounded;  // a select, so the loops vectorise
+}
+
+// Element storage of each RowDtype.
+template <RowDtype D>
+using Element = std::conditional_t<D == RowDtype::bf16, uint16_t, float>;
+
+inline float to_float(uint16_t bf16) { return bf16_to_float(bf16); }
+inline float to_float(float value) { return value; }
+
+// The value an op with a `D` output leaves: fp32 as computed, bf16 rounded.
+template <RowDtype D>
+inline float round_to(float value) {
+  if constexpr (D == RowDtype::bf16) return bf16_to_float(float_to_bf16(value));
+  return value;
+}
+
+template <RowDtype D>
+inline Element<D> from_float(float value) {
+  if constexpr (D == RowDtype::bf16) return float_to_bf16(value);
+  return value;
+}
+
+// at::sum's fp32 inner reduction (ATen/native/cpu/SumKernel.cpp, registered
+// for AVX2 and not AVX512, so 8-lane vectors on every x86 CPU libtorch
+// vectorises for): the row as 8-lane vectors, those as groups of 4
+// accumulated by multi_row_sum's four-level cascade of 16-step chunks, the
+// leftover vectors onto group 0, groups 1-3 onto group 0, then a scalar
+// running sum of the leftover elements and the 8 lanes.
+constexpr int kLanes = 8;
+constexpr int kGroups = 4;  // row_sum's ilp_factor
+constexpr int kLevels = 4;
+
+struct Lanes {
+  float v[kLanes];
+};
+
+inline void add_into(Lanes& acc, const Lanes& x) {
+  for (int l = 0; l < kLanes; ++l) acc.v[l] += x.v[l];
+}
+
+inline Lanes lanes_at(const float* a, int64_t vector) {
+  Lanes x;
+  std::memcpy(x.v, a + vector * kLanes, sizeof(x.v));
+  return x;
+}
+
+inline int64_t ceil_log2(int64_t x) {  // at::native::utils::CeilLog2
+  if (x <= 2) return 1;
+  return 64 - __builtin_clzll(static_cast<uint64_t>(x) - 1);
+}
+
+float cascade_sum(const float* a, int64_t n) {
+  const int64_t vectors = n / kLanes, groups = vectors / kGroups;
+  const int64_t level_power = std::max<int64_t>(4, ceil_log2(groups) / kLevels);
+  const int64_t level_step = int64_t{1} << level_power, level_mask = level_step - 1;
+  Lanes acc[kLevels][kGroups] = {};
+  int64_t i = 0;
+  while (i + level_step <= groups) {
+    for (int64_t j = 0; j < level_step; ++j, ++i)
+      for (int k = 0; k < kGroups; ++k) add_into(acc[0][k], lanes_at(a, i * kGroups + k));
+    for (int64_t j = 1; j < kLevels; ++j) {
+      for (int k = 0; k < kGroups; ++k) {
+        add_into(acc[j][k], acc[j - 1][k]);
+        acc[j - 1][k] = Lanes{};
+      }
+      if ((i & (level_mask << (j * level_power))) != 0) break;
+    }
+  }
+  for (; i < groups; ++i)
+    for (int k = 0; k < kGroups; ++k) add_into(acc[0][k], lanes_at(a, i * kGroups + k));
+  for (int64_t j = 1; j < kLevels; ++j)
+    for (int k = 0; k < kGroups; ++k) add_into(acc[0][k], acc[j][k]);
+  Lanes total = acc[0][0];
+  for (int64_t v = groups * kGroups; v < vectors; ++v) add_into(total, lanes_at(a, v));
+  for (int k = 1; k < kGroups; ++k) add_into(total, acc[0][k]);
+  float sum = 0.0f;
+  for (int64_t e = vectors * kLanes; e < n; ++e) sum += a[e];
+  for (int l = 0; l < kLanes; ++l) sum += total.v[l];
+  return sum;
+}
+
+// RMSNorm's rows in dtype D (see FTCORE_RMS_NORM_ROWS). Typed local
+// pointers: through the parameter struct the compiler could not rule out
+// that a store changes a pointer, and would not vectorise.
+template <RowDtype D>
+void rms_norm_rows(const RmsNormRows& p, int64_t row_begin, int64_t row_end) {
+  using E = Element<D>;
+  const int64_t n = p.size;
+  const float eps = p.eps;
+  const bool after_cast = p.gain == GainOrder::after_cast;
+  std::vector<float> h(n), squares(n), gain(n);
+  float* __restrict__ hs = h.data();
+  float* __restrict__ sq = squares.data();
+  float* __restrict__ gs = gain.data();
+  const E* __restrict__ weight = static_cast<const E*>(p.weight);
+  for (int64_t i = 0; i < n; ++i) gs[i] = p.gain == GainOrder::unit_offset ? to_float(weight[i]) + 1.0f : to_float(weight[i]);
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const E* __restrict__ x = static_cast<const E*>(p.x) + row * n;
+    E* __restrict__ out = static_cast<E*>(p.out) + row * n;
+    for (int64_t i = 0; i < n; ++i) {
+      hs[i] = to_float(x[i]);
+      sq[i] = hs[i] * hs[i];
+    }
+    const float mean = cascade_sum(sq, n) / static_cast<float>(n);
+    const float inverse_rms = 1.0f / std::sqrt(mean + eps);
+    if (after_cast) {
+      for (int64_t i = 0; i < n; ++i) out[i] = from_float<D>(gs[i] * round_to<D>(hs[i] * inverse_rms));
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = from_float<D>((hs[i] * inverse_rms) * gs[i]);
+    }
+  }
+}
+
+// Rotary rows with x in X, cos/sin in T and the result in O (see FTCORE_ROTARY_ROWS).
+template <RowDtype X, RowDtype T, RowDtype O>
+void rotary_rows(const RotaryRows& p, int64_t row_begin, int64_t row_end) {
+  const int64_t half = p.dim / 2, heads = p.heads, tokens = p.tokens;
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    const int64_t t = row % tokens, h = (row / tokens) % heads, b = row / (tokens * heads);
+    const Element<X>* __restrict__ x =
+        static_cast<const Element<X>*>(p.x) + b * p.x_strides[0] + h * p.x_strides[1] + t * p.x_strides[2];
+    const int64_t trig0 = b * p.trig_strides[0] + t * p.trig_strides[1];
+    const Element<T>* __restrict__ cos = static_cast<const Element<T>*>(p.cos) + trig0;
+    const Element<T>* __restrict__ sin = static_cast<const Element<T>*>(p.sin) + trig0;
+    Element<O>* __restrict__ out =
+        static_cast<Element<O>*>(p.out) + b * p.out_strides[0] + h * p.out_strides[1] + t * p.out_strides[2];
+    for (int64_t d = 0; d < half; ++d) {
+      const float straight = round_to<O>(to_float(x[d]) * to_float(cos[d]));
+      const float rotated = round_to<O>(-to_float(x[d + half]) * to_float(sin[d]));
+      out[d] = from_float<O>(straight + rotated);
+    }
+    for (int64_t d = half; d < 2 * half; ++d) {
+      const float straight = round_to<O>(to_float(x[d]) * to_float(cos[d]));
+      const float rotated = round_to<O>(to_float(x[d - half]) * to_float(sin[d]));
+      out[d] = from_float<O>(straight + rotated);
+    }
+  }
+}
+
+}  // namespace
+
+// h = x.to(f32); h * rsqrt(h.pow(2).mean(-1) + eps) (mean = sum / size), then the gain.
+void FTCORE_RMS_NORM_ROWS(const RmsNormRows& p, int64_t row_begin, int64_t row_end) {
+  if (p.dtype == RowDtype::bf16)
+    rms_norm_rows<RowDtype::bf16>(p, row_begin, row_end);
+  else
+    rms_norm_rows<RowDtype::f32>(p, row_begin, row_end);
+}
+
+// out = x * cos + rotate_half(x) * sin, each op's result in out's dtype:
+// rotate_half(x)[d] = -x[d + dim/2] for d < dim/2, x[d - dim/2] after (negation is exact).
+// Type promotion as ATen's: out is bf16 only when x, cos and sin are.
+void FTCORE_ROTARY_ROWS(const RotaryRows& p, int64_t row_begin, int64_t row_end) {
+  constexpr RowDtype f32 = RowDtype::f32, bf16 = RowDtype::bf16;
+  if (p.out_dtype == bf16) return rotary_rows<bf16, bf16, bf16>(p, row_begin, row_end);
+  if (p.x_dtype == bf16) return rotary_rows<bf16, f32, f32>(p, row_begin, row_end);
+  if (p.trig_dtype == bf16) return rotary_rows<f32, bf16, f32>(p, row_begin, row_end);
+  rotary_rows<f32, f32, f32>(p, row_begin, row_end);
+}
+
+}  // namespace ftcore::model

@@ -1,0 +1,21 @@
+// Whether an op may write its result over `t` instead of allocating a new
+// tensor: no graph is recorded through t, and no other tensor, view or
+// saved variable reaches its storage (t is the caller's only handle). On
+// the CPU a fresh [tokens, width] result costs its page faults on every
+// forward (glibc serves such sizes with new mappings), often more than the
+// op; results are the same bits, because the same kernel runs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
+
+namespace ftcore::model {
+
+inline bool reusable_in_place(const at::Tensor& t) {
+  if (!t.defined() || (at::GradMode::is_enabled() && t.requires_grad())) return false;
+  if (t.is_inference() && !c10::InferenceMode::is_enabled()) return false;  // ATen refuses that write
+  return t.use_count() == 1 && t.storage().use_count() == 1;
+}
+
+}  // namespace ftcore::model
