@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
+#include "../../core/src/util/same_bits.h"
 #include "ftcore/plugin_loader.h"
 #include "ftcore/registry.h"
 
@@ -73,11 +74,7 @@ inline std::string run_python(const std::string& script, const std::string& args
 }
 
 // Same dtype, shape and bytes: what the tests mean by "bit for bit".
-inline bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
-  const at::Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
-}
+using ftcore::same_bits;  // core/src/util/same_bits.h
 
 inline std::string ftcore_binary() { return std::string(FTCORE_BUILD_DIR) + "/bin/ftcore"; }
 

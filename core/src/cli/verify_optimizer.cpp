@@ -21,6 +21,7 @@
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
 #include "ftcore/sdk/optimizer.h"
+#include "../util/same_bits.h"
 #include "optimizer_steps.h"
 #include "plugin_verify.h"
 
@@ -87,10 +88,6 @@ std::map<std::string, at::Tensor> read_params(const fs::path& file) {
   for (const auto& e : f->entries())
     if (e.name.rfind("param.", 0) == 0) out[e.name.substr(6)] = f->tensor(e.name);
   return out;
-}
-
-bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && at::equal(a, b);
 }
 
 // The names whose tensors differ between two runs, for a FAIL line.

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ftcore/sdk/cpu_isa.h"
+#include "../util/same_bits.h"
 #include "fused_norm_rope_kernel.h"
 
 namespace ftcore::model {
@@ -121,10 +122,6 @@ bool rotary_rows_apply(const at::Tensor& x, const at::Tensor& cos, const at::Ten
   return x.stride(3) == 1 && cos.stride(3) == 1;
 }
 
-bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() &&
-         at::equal(a.contiguous().view(at::kByte), b.contiguous().view(at::kByte));
-}
 
 }  // namespace
 
