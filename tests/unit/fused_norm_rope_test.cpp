@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -72,7 +73,17 @@ TEST(FusedNormRope, RotaryEqualsTheOpChain) {
     const std::string where = std::to_string(c.batch) + "x" + std::to_string(c.heads) + "x" + std::to_string(c.tokens) +
                               "x" + std::to_string(c.dim) + " " + c10::toString(c.x_type) + "/" +
                               c10::toString(c.trig_type);
-    EXPECT_TRUE(same_bits(ftcore::model::rotary(x, cos, sin), ftcore::model::rotary_ops(x, cos, sin))) << where;
+    const at::Tensor expected = ftcore::model::rotary_ops(x, cos, sin);
+    const at::Tensor before = x.clone();
+    const at::Tensor second_handle = x;  // someone else still reads x: it must be left as it was
+    EXPECT_TRUE(same_bits(ftcore::model::rotary(x, cos, sin), expected)) << where;
+    EXPECT_TRUE(same_bits(second_handle, before)) << where;
+    // Only this function holds the copy: the result is written over it (when the dtypes allow).
+    at::Tensor copy = x.clone();
+    const void* copy_data = copy.data_ptr();
+    const at::Tensor rotated = ftcore::model::rotary(std::exchange(copy, at::Tensor()), cos, sin);
+    EXPECT_TRUE(same_bits(rotated, expected)) << where << " (in place)";
+    EXPECT_EQ(rotated.data_ptr() == copy_data, c10::promoteTypes(c.x_type, c.trig_type) == c.x_type) << where;
   }
 }
 

@@ -13,6 +13,7 @@
 #include "ftcore/sdk/cpu_isa.h"
 #include "../util/same_bits.h"
 #include "fused_norm_rope_kernel.h"
+#include "reusable_in_place.h"
 
 namespace ftcore::model {
 
@@ -86,7 +87,8 @@ bool rms_norm_rows_apply(const at::Tensor& x, const at::Tensor& weight, RowDtype
 at::Tensor rotary_rows(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, RowDtype x_dtype,
                        RowDtype trig_dtype) {
   const at::ScalarType out_type = at::promote_types(x.scalar_type(), cos.scalar_type());
-  at::Tensor out = at::empty_like(x, x.options().dtype(out_type));  // x's layout (dense views keep their strides)
+  // Over x when only the caller holds it (the projection's fresh output); else x's layout (dense views keep strides).
+  at::Tensor out = out_type == x.scalar_type() && reusable_in_place(x) ? x : at::empty_like(x, x.options().dtype(out_type));
   RotaryRows p{};
   p.x = x.data_ptr();
   p.cos = cos.data_ptr();
@@ -190,7 +192,8 @@ bool fused_norm_rope_match_aten() {
         const at::Tensor cos = angles.cos().to(trig_type), sin = angles.sin().to(trig_type);
         RowDtype xd, td;
         if (!rotary_rows_apply(x, cos, sin, xd, td)) return false;
-        all = all && same_bits(rotary_rows(x, cos, sin, xd, td), rotary_ops(x, cos, sin));
+        const at::Tensor expected = rotary_ops(x, cos, sin);
+        all = all && same_bits(rotary_rows(x, cos, sin, xd, td), expected);  // over x where the dtypes allow
       }
     }
     if (!all)

@@ -23,6 +23,7 @@ at::Tensor rms_norm_ops(const at::Tensor& x, const at::Tensor& weight, double ep
 // RoPE on the first R = cos.size(-1) dims of each head, the rest passed
 // through (partial rotary): x * cos + rotate_half(x) * sin, rotate_half
 // (x1, x2) -> (-x2, x1); x [B, heads, T, D], cos/sin [B or 1, 1, T, R].
+// Without a graph, an x only the caller holds is overwritten with the result (reusable_in_place.h).
 at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 // The same as ATen's op chain.
 at::Tensor rotary_ops(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);

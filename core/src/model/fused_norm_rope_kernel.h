@@ -27,6 +27,7 @@ struct RmsNormRows {
 
 // x * cos + rotate_half(x) * sin over rows of `dim` elements; x's, cos's and
 // sin's last dimension contiguous. Row r = ((b * heads) + h) * tokens + t.
+// out may be x itself (same dtype and strides): written in place.
 struct RotaryRows {
   const void* x;
   const void* cos;

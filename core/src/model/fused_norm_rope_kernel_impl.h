@@ -142,26 +142,31 @@ void rms_norm_rows(const RmsNormRows& p, int64_t row_begin, int64_t row_end) {
 }
 
 // Rotary rows with x in X, cos/sin in T and the result in O (see FTCORE_ROTARY_ROWS).
+// Each row of x is first read into a buffer, so out may be x (in place) and the
+// pair loop still vectorises (its pointers cannot alias).
 template <RowDtype X, RowDtype T, RowDtype O>
 void rotary_rows(const RotaryRows& p, int64_t row_begin, int64_t row_end) {
   const int64_t half = p.dim / 2, heads = p.heads, tokens = p.tokens;
+  std::vector<float> row_values(p.dim);
+  float* __restrict__ xs = row_values.data();
   for (int64_t row = row_begin; row < row_end; ++row) {
     const int64_t t = row % tokens, h = (row / tokens) % heads, b = row / (tokens * heads);
-    const Element<X>* __restrict__ x =
+    const Element<X>* x =
         static_cast<const Element<X>*>(p.x) + b * p.x_strides[0] + h * p.x_strides[1] + t * p.x_strides[2];
+    for (int64_t d = 0; d < 2 * half; ++d) xs[d] = to_float(x[d]);
     const int64_t trig0 = b * p.trig_strides[0] + t * p.trig_strides[1];
     const Element<T>* __restrict__ cos = static_cast<const Element<T>*>(p.cos) + trig0;
     const Element<T>* __restrict__ sin = static_cast<const Element<T>*>(p.sin) + trig0;
     Element<O>* __restrict__ out =
         static_cast<Element<O>*>(p.out) + b * p.out_strides[0] + h * p.out_strides[1] + t * p.out_strides[2];
     for (int64_t d = 0; d < half; ++d) {
-      const float straight = round_to<O>(to_float(x[d]) * to_float(cos[d]));
-      const float rotated = round_to<O>(-to_float(x[d + half]) * to_float(sin[d]));
+      const float straight = round_to<O>(xs[d] * to_float(cos[d]));
+      const float rotated = round_to<O>(-xs[d + half] * to_float(sin[d]));
       out[d] = from_float<O>(straight + rotated);
     }
     for (int64_t d = half; d < 2 * half; ++d) {
-      const float straight = round_to<O>(to_float(x[d]) * to_float(cos[d]));
-      const float rotated = round_to<O>(to_float(x[d - half]) * to_float(sin[d]));
+      const float straight = round_to<O>(xs[d] * to_float(cos[d]));
+      const float rotated = round_to<O>(xs[d - half] * to_float(sin[d]));
       out[d] = from_float<O>(straight + rotated);
     }
   }

@@ -186,6 +186,10 @@ bool short_rows_train_faster_in_math(const at::Tensor& q, const at::Tensor& k) {
   return reduced && recording && k.size(2) <= kLongestKeys;
 }
 
+bool records_graph(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+}
+
 }  // namespace
 
 at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& kv_k, const at::Tensor& kv_v,
@@ -205,6 +209,14 @@ at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& kv_k, const 
       additive = *m.additive_fp32;
     }
     return short_row_math_attention(q, kv_k, kv_v, additive, groups, m.is_causal, scale_);
+  }
+  if (softcap_ <= 0 && groups > 1 && q.device().is_cpu() && !records_graph(q, kv_k, kv_v)) {
+    // libtorch's CPU flash kernel reads each key/value head for its group of query heads
+    // (enable_gqa): the same bits as on repeated heads (checked for bf16 and fp32, causal,
+    // boolean and additive masks), without copying k and v per layer. Its backward sums
+    // the groups in its own order, so a recorded graph keeps the repeated heads.
+    return at::scaled_dot_product_attention(q, kv_k, kv_v, mask, /*dropout_p=*/0.0, m.is_causal, scale_,
+                                            /*enable_gqa=*/true);
   }
   const at::Tensor k = repeat_kv(kv_k, groups), v = repeat_kv(kv_v, groups);
   if (softcap_ <= 0) return at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, m.is_causal, scale_);

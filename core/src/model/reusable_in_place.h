@@ -15,7 +15,11 @@ namespace ftcore::model {
 inline bool reusable_in_place(const at::Tensor& t) {
   if (!t.defined() || (at::GradMode::is_enabled() && t.requires_grad())) return false;
   if (t.is_inference() && !c10::InferenceMode::is_enabled()) return false;  // ATen refuses that write
-  return t.use_count() == 1 && t.storage().use_count() == 1;
+  if (t.use_count() != 1) return false;
+  // A view (the attention's [B, H, T, D] of a projection's output) keeps its
+  // base alive: then the base, held by the view alone, is the storage's other owner.
+  if (t.is_view()) return t._base().use_count() == 1 && t.storage().use_count() == 2;
+  return t.storage().use_count() == 1;
 }
 
 }  // namespace ftcore::model
