@@ -87,6 +87,18 @@ TEST(FusedNormRope, RotaryEqualsTheOpChain) {
   }
 }
 
+TEST(FusedNormRope, RotaryOnContiguousHeads) {  // [B, heads, T, D] stored as such: rows visited heads-outer
+  at::manual_seed(9);
+  at::NoGradGuard no_grad;
+  for (const at::ScalarType type : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor x = at::randn({2, 3, 5, 32}).to(type);
+    const at::Tensor angles = at::rand({2, 1, 5, 32}) * 100;
+    const at::Tensor cos = angles.cos().to(type), sin = angles.sin().to(type);
+    const at::Tensor expected = ftcore::model::rotary_ops(x, cos, sin);
+    EXPECT_TRUE(same_bits(ftcore::model::rotary(x.clone(), cos, sin), expected)) << c10::toString(type);
+  }
+}
+
 TEST(FusedNormRope, PartialRotaryAndGraphsTakeTheOpChain) {
   at::manual_seed(8);
   const at::Tensor x = at::randn({1, 2, 3, 64});

@@ -94,20 +94,23 @@ at::Tensor rotary_rows(const at::Tensor& x, const at::Tensor& cos, const at::Ten
   p.cos = cos.data_ptr();
   p.sin = sin.data_ptr();
   p.out = out.data_ptr();
-  p.heads = x.size(1);
-  p.tokens = x.size(2);
   p.dim = x.size(3);
+  // Grid (batch, heads, tokens), or (batch, tokens, heads) when x's heads lie closer
+  // in memory (the attention's transposed view): rows are then visited as stored.
+  const bool heads_inner = x.stride(1) < x.stride(2);
+  const int dims[3] = {0, heads_inner ? 2 : 1, heads_inner ? 1 : 2};
   for (int i = 0; i < 3; ++i) {
-    p.x_strides[i] = x.stride(i);
-    p.out_strides[i] = out.stride(i);
+    p.sizes[i] = x.size(dims[i]);
+    p.x_strides[i] = x.stride(dims[i]);
+    p.out_strides[i] = out.stride(dims[i]);
+    // cos/sin [B or 1, 1, T, D]: no stride along heads, none along a broadcast batch.
+    p.trig_strides[i] = dims[i] == 1 || cos.size(dims[i]) == 1 ? 0 : cos.stride(dims[i]);
   }
-  p.trig_strides[0] = cos.size(0) == 1 ? 0 : cos.stride(0);
-  p.trig_strides[1] = cos.stride(2);
   p.x_dtype = x_dtype;
   p.trig_dtype = trig_dtype;
   p.out_dtype = out_type == at::kBFloat16 ? RowDtype::bf16 : RowDtype::f32;
   const RotaryRowsKernel kernel = chosen_kernels().rotary;
-  const int64_t rows = x.size(0) * p.heads * p.tokens;
+  const int64_t rows = p.sizes[0] * p.sizes[1] * p.sizes[2];
   at::parallel_for(0, rows, grain_rows(p.dim), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
   return out;
 }

@@ -26,16 +26,20 @@ struct RmsNormRows {
 };
 
 // x * cos + rotate_half(x) * sin over rows of `dim` elements; x's, cos's and
-// sin's last dimension contiguous. Row r = ((b * heads) + h) * tokens + t.
+// sin's last dimension contiguous. The rows form a [sizes[0], sizes[1],
+// sizes[2]] grid (batch and, in the order their memory runs, heads and tokens),
+// row r = (i0 * sizes[1] + i1) * sizes[2] + i2; strides in elements per grid
+// index (cos and sin share theirs, 0 along heads).
 // out may be x itself (same dtype and strides): written in place.
 struct RotaryRows {
   const void* x;
   const void* cos;
   const void* sin;
   void* out;
-  int64_t heads, tokens, dim;
-  int64_t x_strides[3];    // elements, over (b, h, t)
-  int64_t trig_strides[2];  // elements, over (b, t); cos and sin share them
+  int64_t sizes[3];
+  int64_t dim;
+  int64_t x_strides[3];
+  int64_t trig_strides[3];
   int64_t out_strides[3];
   RowDtype x_dtype, trig_dtype, out_dtype;  // out is bf16 only when all three are
 };

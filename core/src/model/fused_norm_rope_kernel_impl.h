@@ -146,19 +146,21 @@ void rms_norm_rows(const RmsNormRows& p, int64_t row_begin, int64_t row_end) {
 // pair loop still vectorises (its pointers cannot alias).
 template <RowDtype X, RowDtype T, RowDtype O>
 void rotary_rows(const RotaryRows& p, int64_t row_begin, int64_t row_end) {
-  const int64_t half = p.dim / 2, heads = p.heads, tokens = p.tokens;
+  const int64_t half = p.dim / 2;
   std::vector<float> row_values(p.dim);
   float* __restrict__ xs = row_values.data();
+  // The grid index of row_begin, then stepped along: no divisions per row.
+  int64_t i2 = row_begin % p.sizes[2], i1 = (row_begin / p.sizes[2]) % p.sizes[1];
+  int64_t i0 = row_begin / (p.sizes[2] * p.sizes[1]);
   for (int64_t row = row_begin; row < row_end; ++row) {
-    const int64_t t = row % tokens, h = (row / tokens) % heads, b = row / (tokens * heads);
-    const Element<X>* x =
-        static_cast<const Element<X>*>(p.x) + b * p.x_strides[0] + h * p.x_strides[1] + t * p.x_strides[2];
+    const Element<X>* x =  // may be out's memory (in place)
+        static_cast<const Element<X>*>(p.x) + i0 * p.x_strides[0] + i1 * p.x_strides[1] + i2 * p.x_strides[2];
     for (int64_t d = 0; d < 2 * half; ++d) xs[d] = to_float(x[d]);
-    const int64_t trig0 = b * p.trig_strides[0] + t * p.trig_strides[1];
+    const int64_t trig0 = i0 * p.trig_strides[0] + i1 * p.trig_strides[1] + i2 * p.trig_strides[2];
     const Element<T>* __restrict__ cos = static_cast<const Element<T>*>(p.cos) + trig0;
     const Element<T>* __restrict__ sin = static_cast<const Element<T>*>(p.sin) + trig0;
     Element<O>* __restrict__ out =
-        static_cast<Element<O>*>(p.out) + b * p.out_strides[0] + h * p.out_strides[1] + t * p.out_strides[2];
+        static_cast<Element<O>*>(p.out) + i0 * p.out_strides[0] + i1 * p.out_strides[1] + i2 * p.out_strides[2];
     for (int64_t d = 0; d < half; ++d) {
       const float straight = round_to<O>(xs[d] * to_float(cos[d]));
       const float rotated = round_to<O>(-xs[d + half] * to_float(sin[d]));
@@ -168,6 +170,13 @@ void rotary_rows(const RotaryRows& p, int64_t row_begin, int64_t row_end) {
       const float straight = round_to<O>(xs[d] * to_float(cos[d]));
       const float rotated = round_to<O>(xs[d - half] * to_float(sin[d]));
       out[d] = from_float<O>(straight + rotated);
+    }
+    if (++i2 == p.sizes[2]) {
+      i2 = 0;
+      if (++i1 == p.sizes[1]) {
+        i1 = 0;
+        ++i0;
+      }
     }
   }
 }
