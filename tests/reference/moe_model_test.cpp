@@ -105,6 +105,14 @@ TEST_P(MoeReference, MatchesTransformersAndPeft) {
   for (int64_t i = 0; i < sparse.size(0); ++i)
     EXPECT_EQ(config.sparse_layers[i], sparse[i].item<bool>()) << "layer " << i;
 
+  // 0b. No-grad forwards (fused norms and RoPE, in-place adds onto the expert mix) equal a forward
+  // recording a graph, bit for bit, in fp32 and bf16 (model_reference_support.h).
+  ftcore::testing::expect_no_graph_forward_equals_recorded(*model, get(ref, "input_ids"), mask);
+  ftcore::LoadOptions bf16;
+  bf16.dtype = at::kBFloat16;
+  ftcore::testing::expect_no_graph_forward_equals_recorded(*Model::from_pretrained(dir / "model", bf16),
+                                                           get(ref, "input_ids"), mask);
+
   // 1. Logits, router choices and the aux loss.
   {
     at::NoGradGuard no_grad;

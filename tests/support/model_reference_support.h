@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../../core/src/model/fused_norm_rope.h"
+#include "../../core/src/util/same_bits.h"
 #include "ftcore/model.h"
 #include "ftcore/model_generation.h"
 #include "ftcore/safetensors.h"
@@ -54,6 +56,8 @@ inline at::Tensor logits_of(Model& model, const at::Tensor& ids, const at::Tenso
 // bits of the same forward recording a graph through every parameter (ATen's
 // op chains, as autograd differentiates them); requires_grad is restored.
 inline void expect_no_graph_forward_equals_recorded(Model& model, const at::Tensor& ids, const at::Tensor& mask) {
+  // Else both forwards would run the chains and the comparison would test nothing.
+  ASSERT_TRUE(ftcore::model::fused_norm_rope_match_aten());
   ForwardInput in;
   in.input_ids = ids;
   in.attention_mask = mask;
@@ -69,8 +73,7 @@ inline void expect_no_graph_forward_equals_recorded(Model& model, const at::Tens
   }
   const at::Tensor recorded = model.forward(in).detach();
   for (auto& [p, was] : trainable) p.requires_grad_(was);
-  EXPECT_TRUE(recorded.scalar_type() == plain.scalar_type() &&
-              at::equal(recorded.contiguous().view(at::kByte), plain.contiguous().view(at::kByte)))
+  EXPECT_TRUE(ftcore::same_bits(recorded, plain))
       << c10::toString(plain.scalar_type()) << ": max |diff| "
       << (recorded.to(at::kFloat) - plain.to(at::kFloat)).abs().max().item<double>();
 }

@@ -15,6 +15,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "../util/same_bits.h"
 #include "ftcore/recipe.h"
 #include "ftcore/sdk/logger.h"
 #include "ftcore/sdk/quantizer.h"
@@ -207,7 +208,7 @@ void verify_quantizer(const PluginRegistry& registry, const RegistryEntry& entry
   report.check(key, "save/load: from_tensors(to_tensors()) dequantizes to the same bits", [&] {
     const sdk::TensorMap saved = quantizer->to_tensors(path, q);
     const at::Tensor again = quantizer->dequantize(quantizer->from_tensors(path, saved), at::kFloat);
-    expect(at::equal(again, dq), "max difference " + num((again - dq).abs().max().item<double>()));
+    expect(same_bits(again, dq), "max difference " + num((again - dq).abs().max().item<double>()));
     return std::to_string(saved.tensors.size()) + " tensors";
   });
   report.check(key, "matmul(x, q) = x @ dequantize(q)^T within 1e-4 x max|result| (fp32, K = 256)", [&] {

@@ -10,9 +10,10 @@
 #include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
-#include "ftcore/sdk/cpu_isa.h"
+#include "ftcore/sdk/multi_tensor.h"
 #include "../util/same_bits.h"
 #include "fused_norm_rope_kernel.h"
+#include "records_graph.h"
 #include "reusable_in_place.h"
 
 namespace ftcore::model {
@@ -24,16 +25,11 @@ struct Kernels {
   RotaryRowsKernel rotary;
 };
 
-const Kernels& chosen_kernels() {
-  static const Kernels kernels = [] {
-    switch (sdk::detect_cpu_isa()) {
-      case sdk::CpuIsa::Avx512: return Kernels{&rms_norm_rows_avx512, &rotary_rows_avx512};
-      case sdk::CpuIsa::Avx2: return Kernels{&rms_norm_rows_avx2, &rotary_rows_avx2};
-      default: return Kernels{&rms_norm_rows_generic, &rotary_rows_generic};
-    }
-  }();
-  return kernels;
-}
+Kernels generic_kernels() { return {&rms_norm_rows_generic, &rotary_rows_generic}; }
+Kernels avx2_kernels() { return {&rms_norm_rows_avx2, &rotary_rows_avx2}; }
+Kernels avx512_kernels() { return {&rms_norm_rows_avx512, &rotary_rows_avx512}; }
+
+const Kernels& chosen_kernels() { return sdk::kernels_for_this_cpu(&generic_kernels, &avx2_kernels, &avx512_kernels); }
 
 bool row_dtype(const at::Tensor& t, RowDtype& out) {
   if (t.scalar_type() == at::kFloat) {
@@ -44,11 +40,6 @@ bool row_dtype(const at::Tensor& t, RowDtype& out) {
     return false;
   }
   return true;
-}
-
-bool records_graph(std::initializer_list<const at::Tensor*> inputs) {
-  if (!at::GradMode::is_enabled()) return false;
-  return std::any_of(inputs.begin(), inputs.end(), [](const at::Tensor* t) { return t->requires_grad(); });
 }
 
 // Rows per parallel chunk: about 16K elements, as ATen's elementwise grain.
@@ -130,7 +121,7 @@ bool rotary_rows_apply(const at::Tensor& x, const at::Tensor& cos, const at::Ten
 
 }  // namespace
 
-at::Tensor rms_norm_ops(const at::Tensor& x, const at::Tensor& weight, double eps, RmsNormStyle style) {
+at::Tensor rms_norm_aten_chain(const at::Tensor& x, const at::Tensor& weight, double eps, RmsNormStyle style) {
   // The statistic in fp32 whatever the dtype; where the gain meets it is the
   // family's rounding order (identical in fp32, one rounding apart in bf16).
   at::Tensor h = x.to(at::kFloat);
@@ -142,8 +133,8 @@ at::Tensor rms_norm_ops(const at::Tensor& x, const at::Tensor& weight, double ep
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, RmsNormStyle style) {
   RowDtype dtype;
-  if (records_graph({&x, &weight}) || !rms_norm_rows_apply(x, weight, dtype) || !fused_norm_rope_match_aten())
-    return rms_norm_ops(x, weight, eps, style);
+  if (records_graph({x, weight}) || !rms_norm_rows_apply(x, weight, dtype) || !fused_norm_rope_match_aten())
+    return rms_norm_aten_chain(x, weight, eps, style);
   return rms_norm_rows(x, weight, eps, style, dtype);
 }
 
@@ -156,7 +147,7 @@ at::Tensor rotate_half(const at::Tensor& x) {
 
 }  // namespace
 
-at::Tensor rotary_ops(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+at::Tensor rotary_aten_chain(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t rotary_dims = cos.size(-1), dim = x.size(-1);
   if (rotary_dims == dim) return x * cos + rotate_half(x) * sin;
   at::Tensor turned = x.narrow(-1, 0, rotary_dims);
@@ -164,11 +155,11 @@ at::Tensor rotary_ops(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return at::cat({turned, x.narrow(-1, rotary_dims, dim - rotary_dims)}, -1);
 }
 
-at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+at::Tensor rotary(at::Tensor&& x, const at::Tensor& cos, const at::Tensor& sin) {
   RowDtype x_dtype, trig_dtype;
-  if (records_graph({&x, &cos, &sin}) || !rotary_rows_apply(x, cos, sin, x_dtype, trig_dtype) ||
+  if (records_graph({x, cos, sin}) || !rotary_rows_apply(x, cos, sin, x_dtype, trig_dtype) ||
       !fused_norm_rope_match_aten())
-    return rotary_ops(x, cos, sin);
+    return rotary_aten_chain(x, cos, sin);
   return rotary_rows(x, cos, sin, x_dtype, trig_dtype);
 }
 
@@ -178,14 +169,15 @@ bool fused_norm_rope_match_aten() {
     at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(20261204);
     bool all = true;
     // Row sizes on both sides of the sum's 16-step chunks and 8-lane tails.
-    for (const int64_t size : {8, 100, 576, 1000, 2056}) {
+    // 8200: 256 groups of 4 vectors, the first size whose cascade reaches its third level.
+    for (const int64_t size : {8, 100, 576, 1000, 2056, 8200}) {
       for (const at::ScalarType type : {at::kFloat, at::kBFloat16}) {
         const at::Tensor x = (at::randn({5, size}, gen) * 3).to(type);
         const at::Tensor w = (at::randn({size}, gen) * 0.5 + 1).to(type);
         RowDtype dtype;
         if (!rms_norm_rows_apply(x, w, dtype)) return false;
         for (const RmsNormStyle style : {RmsNormStyle::llama, RmsNormStyle::fp32_gain, RmsNormStyle::unit_offset})
-          all = all && same_bits(rms_norm_rows(x, w, 1e-6, style, dtype), rms_norm_ops(x, w, 1e-6, style));
+          all = all && same_bits(rms_norm_rows(x, w, 1e-6, style, dtype), rms_norm_aten_chain(x, w, 1e-6, style));
       }
     }
     for (const at::ScalarType x_type : {at::kFloat, at::kBFloat16}) {
@@ -195,7 +187,7 @@ bool fused_norm_rope_match_aten() {
         const at::Tensor cos = angles.cos().to(trig_type), sin = angles.sin().to(trig_type);
         RowDtype xd, td;
         if (!rotary_rows_apply(x, cos, sin, xd, td)) return false;
-        const at::Tensor expected = rotary_ops(x, cos, sin);
+        const at::Tensor expected = rotary_aten_chain(x, cos, sin);
         all = all && same_bits(rotary_rows(x, cos, sin, xd, td), expected);  // over x where the dtypes allow
       }
     }

@@ -18,15 +18,16 @@ namespace ftcore::model {
 // x.to(f32); h * rsqrt(h.pow(2).mean(-1) + eps); the gain as `style` applies it; back to x's dtype.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, RmsNormStyle style);
 // The same as ATen's op chain (what autograd records).
-at::Tensor rms_norm_ops(const at::Tensor& x, const at::Tensor& weight, double eps, RmsNormStyle style);
+at::Tensor rms_norm_aten_chain(const at::Tensor& x, const at::Tensor& weight, double eps, RmsNormStyle style);
 
 // RoPE on the first R = cos.size(-1) dims of each head, the rest passed
 // through (partial rotary): x * cos + rotate_half(x) * sin, rotate_half
 // (x1, x2) -> (-x2, x1); x [B, heads, T, D], cos/sin [B or 1, 1, T, R].
-// Without a graph, an x only the caller holds is overwritten with the result (reusable_in_place.h).
-at::Tensor rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+// x is taken as consumed: without a graph, an x no one else holds is
+// overwritten with the result (reusable_in_place.h).
+at::Tensor rotary(at::Tensor&& x, const at::Tensor& cos, const at::Tensor& sin);
 // The same as ATen's op chain.
-at::Tensor rotary_ops(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+at::Tensor rotary_aten_chain(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
 // Whether this process's row loops gave the chains' bits on the check's inputs (computed once).
 bool fused_norm_rope_match_aten();

@@ -22,12 +22,14 @@ inline float bf16_to_float(uint16_t bits) {
   return value;
 }
 
-// c10::BFloat16's round to nearest even (its NaN is 0x7FC0).
+// ATen's vectorised fp32 -> bf16 (cvtfp32_bf16): round to nearest even, NaN
+// as 0xFFFF. (ATen's scalar tails write 0x7FC0 instead, so a NaN's payload
+// is the one thing that may differ from the chains: a NaN either way.)
 inline uint16_t float_to_bf16(float value) {
   uint32_t bits;
   std::memcpy(&bits, &value, sizeof(bits));
   const uint16_t rounded = static_cast<uint16_t>((bits + ((bits >> 16) & 1u) + 0x7FFFu) >> 16);
-  return value != value ? uint16_t{0x7FC0} : rounded;  // a select, so the loops vectorise
+  return value != value ? uint16_t{0xFFFF} : rounded;  // a select, so the loops vectorise
 }
 
 // Element storage of each RowDtype.

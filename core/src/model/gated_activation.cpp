@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "records_graph.h"
 #include "reusable_in_place.h"
 
 namespace ftcore::model {
@@ -40,10 +41,11 @@ class GatedActivation : public torch::autograd::Function<GatedActivation> {
 
 }  // namespace
 
-at::Tensor gated_activation(const at::Tensor& gate, const at::Tensor& up, bool gelu_tanh) {
+at::Tensor gated_activation(at::Tensor&& gate, const at::Tensor& up, bool gelu_tanh) {
   // Mixed dtypes would need autograd's casts of each gradient; without a graph there is nothing to keep.
-  const bool graph = at::GradMode::is_enabled() && (gate.requires_grad() || up.requires_grad());
-  if (!graph && reusable_in_place(gate) && gate.scalar_type() == up.scalar_type() && gate.sizes() == up.sizes()) {
+  const bool graph = records_graph({gate, up});
+  if (!graph && !gate.is_same(up) && reusable_in_place(gate) && gate.scalar_type() == up.scalar_type() &&
+      gate.sizes() == up.sizes()) {
     at::Tensor result = gate;  // act_(gate) then gate *= up: the ops above, without two [B, T, F] allocations
     gelu_tanh ? at::gelu_(result, "tanh") : at::silu_(result);
     return result.mul_(up);

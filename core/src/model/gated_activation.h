@@ -14,8 +14,9 @@
 
 namespace ftcore::model {
 
-// act(gate) * up; `gelu_tanh` picks GELU (tanh) over SiLU. Without a graph,
-// a gate only the caller holds is overwritten with the result (reusable_in_place.h).
-at::Tensor gated_activation(const at::Tensor& gate, const at::Tensor& up, bool gelu_tanh);
+// act(gate) * up; `gelu_tanh` picks GELU (tanh) over SiLU. gate is taken as
+// consumed: without a graph, a gate no one else holds is overwritten with
+// the result (reusable_in_place.h).
+at::Tensor gated_activation(at::Tensor&& gate, const at::Tensor& up, bool gelu_tanh);
 
 }  // namespace ftcore::model

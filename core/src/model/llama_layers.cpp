@@ -22,6 +22,7 @@
 #include "fused_norm_rope.h"
 #include "gated_activation.h"
 #include "packed_gemm.h"
+#include "records_graph.h"
 #include "reusable_in_place.h"
 #include "short_row_attention.h"
 
@@ -186,10 +187,6 @@ bool short_rows_train_faster_in_math(const at::Tensor& q, const at::Tensor& k) {
   return reduced && recording && k.size(2) <= kLongestKeys;
 }
 
-bool records_graph(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  return at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-}
-
 }  // namespace
 
 at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& kv_k, const at::Tensor& kv_v,
@@ -210,11 +207,14 @@ at::Tensor Attention::attend(const at::Tensor& q, const at::Tensor& kv_k, const 
     }
     return short_row_math_attention(q, kv_k, kv_v, additive, groups, m.is_causal, scale_);
   }
-  if (softcap_ <= 0 && groups > 1 && q.device().is_cpu() && !records_graph(q, kv_k, kv_v)) {
+  if (softcap_ <= 0 && groups > 1 && q.device().is_cpu() && !records_graph({q, kv_k, kv_v}) &&
+      CheckpointPassScope::current() == CheckpointPass::none) {
     // libtorch's CPU flash kernel reads each key/value head for its group of query heads
-    // (enable_gqa): the same bits as on repeated heads (checked for bf16 and fp32, causal,
-    // boolean and additive masks), without copying k and v per layer. Its backward sums
-    // the groups in its own order, so a recorded graph keeps the repeated heads.
+    // (enable_gqa): the same bits as on repeated heads, without copying k and v per layer
+    // (checked: bf16, fp16 and fp32, 120 shapes of batch, length and head layout at 2, 8
+    // and 32 threads, and causal, boolean and additive masks; docs/benchmarks.md). Its
+    // backward sums the groups in its own order, so a recorded graph, and a checkpointed
+    // layer's first forward (whose recomputation records one), keep the repeated heads.
     return at::scaled_dot_product_attention(q, kv_k, kv_v, mask, /*dropout_p=*/0.0, m.is_causal, scale_,
                                             /*enable_gqa=*/true);
   }
@@ -253,8 +253,8 @@ at::Tensor Attention::forward(const at::Tensor& x, const AttentionInputs& inputs
     RECORD_USER_SCOPE("ftcore::rope");
     const at::Tensor& cos = uses_sliding_rope_ ? inputs.sliding_cos : inputs.cos;
     const at::Tensor& sin = uses_sliding_rope_ ? inputs.sliding_sin : inputs.sin;
-    q = rotary(q, cos.unsqueeze(1), sin.unsqueeze(1));
-    k = rotary(k, cos.unsqueeze(1), sin.unsqueeze(1));
+    q = rotary(std::move(q), cos.unsqueeze(1), sin.unsqueeze(1));
+    k = rotary(std::move(k), cos.unsqueeze(1), sin.unsqueeze(1));
   }
   if (cache) std::tie(k, v) = cache->write(layer_index_, k, v);  // [B, G, S, D]
 
@@ -284,7 +284,7 @@ at::Tensor Mlp::forward(const at::Tensor& x) {
     gate = gate_proj->forward(x);
     up = up_proj->forward(x);
   }
-  return down_proj->forward(gated_activation(gate, up, gelu_));  // [B, T, F] -> [B, T, C]
+  return down_proj->forward(gated_activation(std::move(gate), up, gelu_));  // [B, T, F] -> [B, T, C]
 }
 
 DecoderLayer::DecoderLayer(const ModelConfig& c, int64_t layer_index, const c10::TensorOptions& options)
@@ -308,8 +308,7 @@ at::Tensor DecoderLayer::forward(const at::Tensor& x, const AttentionInputs& inp
     if (residual_multiplier_ != 1.0) return residual + block * residual_multiplier_;
     // block + residual rounds as residual + block does; in place when the block is a result only we hold.
     const bool same_shape_and_type = block.sizes() == residual.sizes() && block.scalar_type() == residual.scalar_type();
-    const bool graph = at::GradMode::is_enabled() && residual.requires_grad();
-    if (same_shape_and_type && !graph && reusable_in_place(block)) return block.add_(residual);
+    if (same_shape_and_type && !records_graph({residual}) && reusable_in_place(block)) return block.add_(residual);
     return residual + block;
   };
   // Llama's post_attention_layernorm normalizes the MLP input; OLMo 2's and Gemma's the attention output.

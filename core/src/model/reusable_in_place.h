@@ -7,14 +7,16 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
+
+#include "records_graph.h"
 
 namespace ftcore::model {
 
 inline bool reusable_in_place(const at::Tensor& t) {
-  if (!t.defined() || (at::GradMode::is_enabled() && t.requires_grad())) return false;
+  if (!t.defined() || records_graph({t})) return false;
   if (t.is_inference() && !c10::InferenceMode::is_enabled()) return false;  // ATen refuses that write
+  if (!t.is_non_overlapping_and_dense()) return false;  // an expanded view would be written twice
   if (t.use_count() != 1) return false;
   // A view (the attention's [B, H, T, D] of a projection's output) keeps its
   // base alive: then the base, held by the view alone, is the storage's other owner.

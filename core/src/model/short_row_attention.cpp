@@ -6,6 +6,8 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "records_graph.h"
+
 namespace ftcore::model {
 
 namespace {
@@ -85,8 +87,7 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t groups) {
 at::Tensor short_row_math_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     const std::optional<at::Tensor>& additive_mask, int64_t groups, bool is_causal,
                                     double scale) {
-  const bool graph = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  if (!graph || CheckpointPassScope::current() == CheckpointPass::recomputation)
+  if (!records_graph({q, k, v}) || CheckpointPassScope::current() == CheckpointPass::recomputation)
     return math_attention(q, k, v, additive_mask, groups, is_causal, scale);
   TORCH_CHECK(!additive_mask || !additive_mask->requires_grad(), "short_row_math_attention: the mask takes no gradient");
   return ShortRowMathAttention::apply(q, k, v, additive_mask, groups, is_causal, scale);
