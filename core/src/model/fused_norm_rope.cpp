@@ -7,7 +7,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <ATen/core/grad_mode.h>
 #include <spdlog/spdlog.h>
 
 #include "ftcore/sdk/multi_tensor.h"
@@ -117,7 +116,6 @@ bool rotary_rows_apply(const at::Tensor& x, const at::Tensor& cos, const at::Ten
   if (cos.size(2) != x.size(2) || cos.size(3) != x.size(3) || x.size(3) % 2 != 0) return false;
   return x.stride(3) == 1 && cos.stride(3) == 1;
 }
-
 
 }  // namespace
 

@@ -5,22 +5,15 @@
 // Plain loops over fixed-width lane arrays: GCC vectorises them, and every
 // element sees the same IEEE operations in the same order as in ATen.
 #include <algorithm>
-#include <type_traits>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "fused_norm_rope_kernel.h"
 
 namespace ftcore::model {
 namespace {
-
-inline float bf16_to_float(uint16_t bits) {
-  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof(value));
-  return value;
-}
 
 // ATen's vectorised fp32 -> bf16 (cvtfp32_bf16): round to nearest even, NaN
 // as 0xFFFF. (ATen's scalar tails write 0x7FC0 instead, so a NaN's payload
@@ -36,13 +29,19 @@ inline uint16_t float_to_bf16(float value) {
 template <RowDtype D>
 using Element = std::conditional_t<D == RowDtype::bf16, uint16_t, float>;
 
-inline float to_float(uint16_t bf16) { return bf16_to_float(bf16); }
+// bf16 (its 16 raw bits) or fp32 as fp32: exact.
+inline float to_float(uint16_t bf16) {
+  const uint32_t wide = static_cast<uint32_t>(bf16) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof(value));
+  return value;
+}
 inline float to_float(float value) { return value; }
 
 // The value an op with a `D` output leaves: fp32 as computed, bf16 rounded.
 template <RowDtype D>
 inline float round_to(float value) {
-  if constexpr (D == RowDtype::bf16) return bf16_to_float(float_to_bf16(value));
+  if constexpr (D == RowDtype::bf16) return to_float(float_to_bf16(value));
   return value;
 }
 
