@@ -5,6 +5,9 @@
 // creation), or one benchmark forward — with libtorch's Kineto profiler, and
 // write it as a Chrome trace. benchmarks/profile_table.py turns a trace into
 // the self-time table of docs/benchmarks.md. Off (no cost) without the variable.
+// FTCORE_PROFILE_MEMORY=1 adds every CPU allocation and free of the window
+// (address, bytes, bytes allocated in all); benchmarks/memory_peak.py names
+// what is live at the window's peak and which op allocated it.
 #pragma once
 
 #include <cstdint>

@@ -22,6 +22,7 @@
 #include "fused_norm_rope.h"
 #include "gated_activation.h"
 #include "packed_gemm.h"
+#include "recast_weight_linear.h"
 #include "records_graph.h"
 #include "reusable_in_place.h"
 #include "short_row_attention.h"
@@ -38,6 +39,7 @@ DenseLinear::DenseLinear(const at::Tensor& weight) : shares_weight_(true) {
 }
 
 at::Tensor DenseLinear::forward(const at::Tensor& x) {
+  if (recasting_weight_applies(x, weight_, bias_)) return linear_recasting_weight(x, weight_);
   if (!PackedFrozenWeight::applies(x, weight_, bias_)) return at::linear(x, weight_for_autocast(), bias_);
   if (!packed_) packed_ = std::make_shared<PackedFrozenWeight>();
   return packed_->linear(x, weight_, bias_);

@@ -1,5 +1,6 @@
 // The FTCORE_PROFILE switch (op_profile.h): Kineto's CPU activity, op input
-// shapes (a GEMM's row shows which Linear it is), saved as a Chrome trace.
+// shapes (a GEMM's row shows which Linear it is) and, with
+// FTCORE_PROFILE_MEMORY, the allocations, saved as a Chrome trace.
 #include "ftcore/op_profile.h"
 
 #include "ftcore/diagnostics.h"
@@ -35,7 +36,9 @@ int64_t requested_profile_step() {
 
 OpProfile::OpProfile(std::string path) : path_(std::move(path)) {
   namespace impl = torch::profiler::impl;
-  const impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/true);
+  const char* memory = std::getenv("FTCORE_PROFILE_MEMORY");
+  const bool profile_memory = memory && *memory && std::string(memory) != "0";
+  const impl::ProfilerConfig config(impl::ProfilerState::KINETO, /*report_input_shapes=*/true, profile_memory);
   const std::set<impl::ActivityType> activities{impl::ActivityType::CPU};
   torch::autograd::profiler::prepareProfiler(config, activities);
   torch::autograd::profiler::enableProfiler(config, activities);

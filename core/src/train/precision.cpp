@@ -7,6 +7,8 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/cpu/Utils.h>
 
+#include "../util/all_finite.h"
+
 namespace ftcore::train {
 
 namespace {
@@ -77,7 +79,7 @@ bool DynamicLossScaler::unscale(const std::vector<at::Tensor>& params) const {
     at::Tensor g = p.grad();
     if (!g.defined()) continue;
     g.mul_(inverse);
-    if (finite && !at::isfinite(g).all().item<bool>()) finite = false;
+    if (finite && !all_finite(g).item<bool>()) finite = false;
   }
   return finite;
 }

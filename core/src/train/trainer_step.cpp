@@ -24,6 +24,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ftcore/safetensors.h"
+#include "../util/all_finite.h"
 #include "next_token_loss.h"
 #include "ftcore/stop_request.h"
 #include "trainer.h"
@@ -79,7 +80,7 @@ std::string first_non_finite(const std::vector<sdk::ParamGroupSpec>& groups, boo
     for (const auto& p : group.params) {
       const at::Tensor t = gradients ? p.tensor.grad() : p.tensor;
       if (!t.defined()) continue;
-      finite.push_back(at::isfinite(t).all());
+      finite.push_back(all_finite(t));
       names.push_back(&p.name);
     }
   if (finite.empty() || at::stack(finite).all().item<bool>()) return "";

@@ -1,0 +1,69 @@
+// linear_recasting_weight (recast_weight_linear.h).
+#include "recast_weight_linear.h"
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "records_graph.h"
+
+namespace ftcore::model {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// x folded to [rows, in], as at::matmul folds a contiguous input for mm.
+at::Tensor rows_of(const at::Tensor& x) { return x.reshape({-1, x.size(-1)}); }
+
+std::vector<int64_t> output_sizes(const at::Tensor& x, int64_t out_features) {
+  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
+  sizes.push_back(out_features);
+  return sizes;
+}
+
+class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, at::ScalarType dtype) {
+    const at::Tensor low_x = x.to(dtype);  // autocast's input cast (a no-op when x is already in dtype)
+    ctx->save_for_backward({low_x, weight});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    return at::_unsafe_view(rows_of(low_x).mm(weight.to(dtype).t()), output_sizes(x, weight.size(0)));
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& low_x = saved[0];
+    const at::Tensor& weight = saved[1];
+    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+    const at::Tensor grad = rows_of(grad_outputs[0]);  // _unsafe_view's backward
+    at::Tensor grad_x, grad_weight;
+    if (ctx->needs_input_grad(0)) {
+      // MmBackward0 for a row-major mat1: grad.mm(mat2.t()), mat2 = weight^T.
+      grad_x = grad.mm(weight.to(dtype)).view(low_x.sizes()).to(x_dtype);
+    }
+    if (ctx->needs_input_grad(1)) {
+      // mat2 = weight^T is column-major, so MmBackward0 forms (grad^T mm x)^T and
+      // TBackward0 transposes it back: grad^T mm x, then ToCopyBackward0's cast.
+      grad_weight = grad.t().mm(rows_of(low_x)).to(weight.scalar_type());
+    }
+    return {grad_x, grad_weight, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool recasting_weight_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return !bias.defined() && x.device().is_cpu() && weight.device().is_cpu() && at::autocast::is_autocast_enabled(at::kCPU) &&
+         weight.scalar_type() == at::kFloat && weight.is_leaf() && records_graph({weight}) && x.dim() >= 2 &&
+         x.is_contiguous() && x.is_floating_point() && x.scalar_type() != at::kDouble && x.layout() == at::kStrided && weight.is_contiguous();
+}
+
+at::Tensor linear_recasting_weight(const at::Tensor& x, const at::Tensor& weight) {
+  return RecastWeightLinear::apply(x, weight, at::autocast::get_autocast_dtype(at::kCPU));
+}
+
+}  // namespace ftcore::model

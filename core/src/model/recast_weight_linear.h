@@ -1,0 +1,31 @@
+// A Linear over a trainable fp32 weight under CPU autocast (a full fine-tune
+// in bf16) whose backward casts the weight to the compute dtype again instead
+// of keeping the cast from the forward.
+//
+// Autocast caches the low-precision copy of every trainable weight for the
+// whole forward, and autograd keeps it until that Linear's backward: on the
+// default model 212 MB of bf16 weights are live at the start of backward,
+// which is a full fine-tune's peak (issue #14 item 4). Here the cast is made
+// in the forward, used and dropped; backward makes it again (one elementwise
+// pass over the weight per Linear and step) from the fp32 parameter, which is
+// live anyway. The GEMMs are the ones autograd runs for autocast's at::linear
+// (the folded [rows, in] x weight^T, then MmBackward0's grad x weight and
+// grad^T x input, ToCopyBackward0's casts back), so values and gradients are
+// bit-identical to it (recast_weight_linear_test).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace ftcore::model {
+
+// Whether linear_recasting_weight applies: a graph is recorded, CPU autocast
+// is on, the weight is a trainable fp32 leaf, there is no bias, and x is a
+// contiguous floating-point tensor of 2 or more dimensions (the shapes whose
+// at::linear folds into one mm). Elsewhere at::linear is used as it is.
+bool recasting_weight_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+
+// autocast's at::linear(x, weight): [..., in] x [out, in] -> [..., out] in the
+// autocast dtype.
+at::Tensor linear_recasting_weight(const at::Tensor& x, const at::Tensor& weight);
+
+}  // namespace ftcore::model

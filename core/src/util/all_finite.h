@@ -1,0 +1,22 @@
+// Whether every element of a floating-point tensor is finite, as a 0-dim bool
+// tensor (no device sync until the caller reads it).
+//
+// at::isfinite(t).all() materialises t.abs() and two boolean masks of t's
+// size first: on a full fine-tune's 113 MB embedding that is a ~170 MB
+// transient after every optimizer step, which was the step's peak RSS. A
+// min/max reduction allocates nothing of t's size, and both propagate NaN
+// (torch's documented min/max semantics), so the two extremes are finite
+// exactly when every element is.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace ftcore {
+
+inline at::Tensor all_finite(const at::Tensor& t) {
+  if (t.numel() == 0) return at::ones({}, t.options().dtype(at::kBool));
+  const auto [lowest, highest] = at::aminmax(t);
+  return at::isfinite(lowest).logical_and(at::isfinite(highest));
+}
+
+}  // namespace ftcore
