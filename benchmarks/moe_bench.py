@@ -14,7 +14,8 @@ _experts_implementation, printed). Target: ftcore >= 1.5x on both.
 
 usage: moe_bench.py BUILD_DIR [--mode full|lora] [--dtype fp32] [--batch 4] [--seq 128] [--iters 3] [--rounds 3]
                    [--threads N]
-       (transformers' side alone: moe_bench.py --hf-worker MODEL_DIR DTYPE B T ITERS MODE)
+                   [--hf-experts default|eager|grouped_mm|batched_mm]
+       (transformers' side alone: moe_bench.py --hf-worker MODEL_DIR DTYPE B T ITERS MODE EXPERTS)
 """
 import argparse
 import json
@@ -49,14 +50,15 @@ def timed(iters, body):
     return sorted(times)[len(times) // 2]
 
 
-def hf_worker(model_dir, dtype_name, batch, seq, iters, mode):
+def hf_worker(model_dir, dtype_name, batch, seq, iters, mode, experts):
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import torch
     from transformers import MixtralForCausalLM
     threads = int(os.environ.get("FTCORE_NUM_THREADS", os.cpu_count()))
     torch.set_num_threads(threads)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
-    model = MixtralForCausalLM.from_pretrained(model_dir, dtype=dtype).eval()
+    kwargs = {} if experts == "default" else {"experts_implementation": experts}
+    model = MixtralForCausalLM.from_pretrained(model_dir, dtype=dtype, **kwargs).eval()
     if mode == "lora":
         from peft import LoraConfig, get_peft_model
         model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear")).eval()
@@ -81,12 +83,15 @@ def hf_worker(model_dir, dtype_name, batch, seq, iters, mode):
 
 
 def main():
-    if sys.argv[1:2] == ["--hf-worker"]:  # MODEL_DIR DTYPE B T ITERS MODE
-        return hf_worker(sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7]), sys.argv[7])
+    if sys.argv[1:2] == ["--hf-worker"]:  # MODEL_DIR DTYPE B T ITERS MODE EXPERTS
+        return hf_worker(sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7]), sys.argv[7], sys.argv[8])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("build_dir", help="the build folder with bin/moe_bench_driver")
     add_side_by_side_arguments(p, dtype="fp32", seq=128)
     p.add_argument("--mode", choices=["full", "lora"], default="full", help="what the training backward reaches")
+    p.add_argument("--hf-experts", choices=["default", "eager", "grouped_mm", "batched_mm"], default="default",
+                   help="transformers' experts implementation: its default (grouped_mm in 5.24), or eager, the "
+                        "per-expert loop issue #17's target was set against")
     a = p.parse_args()
     env = side_env(a.threads)
     driver = os.path.join(a.build_dir, "bin", "moe_bench_driver")
@@ -97,7 +102,7 @@ def main():
         for _ in range(a.rounds):
             results["ftcore"].append(run_json([driver, folder] + shape, env))
             results["transformers"].append(
-                run_json([sys.executable, os.path.abspath(__file__), "--hf-worker", folder] + shape, env))
+                run_json([sys.executable, os.path.abspath(__file__), "--hf-worker", folder] + shape + [a.hf_experts], env))
     print(f"Mixtral {SHAPE['num_local_experts']} experts top-{SHAPE['num_experts_per_tok']}, hidden "
           f"{SHAPE['hidden_size']}, expert width {SHAPE['intermediate_size']}, {SHAPE['num_hidden_layers']} layers, "
           f"vocab {SHAPE['vocab_size']}; training {a.mode}; {a.dtype}, batch {a.batch} x {a.seq} tokens, {a.threads} threads "

@@ -4,7 +4,8 @@
 // backward; no optimizer). MODE full: backward into every weight; lora:
 // adapter/lora with all-linear (r 8, alpha 16: attention, routers and expert
 // stacks, as PEFT's all-linear), backward into the LoRA tensors only.
-// Prints one JSON line.
+// Prints one JSON line. FTCORE_PROFILE=FILE: one more training step, after
+// the timed ones, is profiled into FILE (benchmarks/profile_table.py FILE).
 //
 // usage: moe_bench_driver MODEL_DIR DTYPE(fp32|bf16) B T ITERS [full|lora]
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "ftcore/model.h"
 #include "ftcore/model_moe.h"
+#include "ftcore/op_profile.h"
 #include "ftcore/plugin_loader.h"
 #include "ftcore/recipe.h"
 #include "ftcore/runtime.h"
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   model->module().train();
-  const auto train_times = time_iterations(iters, [&] {
+  const auto train_step = [&] {
     model->module().zero_grad();
     ftcore::model::RouterLogits router;
     ftcore::ForwardInput in;
@@ -95,7 +97,12 @@ int main(int argc, char** argv) {
                                              ids.narrow(1, 1, tokens - 1).reshape({-1}));
     loss = loss + c.router_aux_loss_coef * ftcore::load_balancing_loss(router, c.num_experts, c.num_experts_per_tok, {});
     loss.backward();
-  });
+  };
+  const auto train_times = time_iterations(iters, train_step);
+  if (const auto path = ftcore::requested_profile_path()) {
+    ftcore::OpProfile profile(*path);
+    train_step();
+  }
   const double fwd = median_of(forward_times), train = median_of(train_times);
   std::printf("{\"impl\": \"ftcore\", \"mode\": \"%s\", \"threads\": %d, \"forward_s\": %.4f, \"forward_tokens_per_s\": %.1f, "
               "\"train_s\": %.4f, \"train_tokens_per_s\": %.1f}\n",
