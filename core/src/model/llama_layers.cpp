@@ -26,6 +26,7 @@
 #include "records_graph.h"
 #include "reusable_in_place.h"
 #include "short_row_attention.h"
+#include "tied_embedding_gradient.h"
 
 namespace ftcore::model {
 
@@ -39,7 +40,7 @@ DenseLinear::DenseLinear(const at::Tensor& weight) : shares_weight_(true) {
 }
 
 at::Tensor DenseLinear::forward(const at::Tensor& x) {
-  if (recasting_weight_applies(x, weight_, bias_)) return linear_recasting_weight(x, weight_);
+  if (recasting_weight_applies(x, weight_, bias_)) return linear_recasting_weight(x, weight_, shares_weight_);
   if (!PackedFrozenWeight::applies(x, weight_, bias_)) return at::linear(x, weight_for_autocast(), bias_);
   if (!packed_) packed_ = std::make_shared<PackedFrozenWeight>();
   return packed_->linear(x, weight_, bias_);
@@ -101,7 +102,10 @@ Embedding::Embedding(int64_t vocab_size, int64_t hidden_size, const c10::TensorO
   weight_ = register_parameter("weight", at::empty({vocab_size, hidden_size}, options));
 }
 
-at::Tensor Embedding::forward(const at::Tensor& ids) const { return at::embedding(weight_, ids); }
+at::Tensor Embedding::forward(const at::Tensor& ids) const {
+  // With a graph, the node that can sum into a tied lm_head's gradient (the same values and gradients).
+  return records_graph({weight_}) ? embedding_summing_into_tied_head(weight_, ids) : at::embedding(weight_, ids);
+}
 
 RmsNorm::RmsNorm(int64_t size, double eps, RmsNormStyle style, const c10::TensorOptions& options)
     : eps_(eps), style_(style) {

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "records_graph.h"
+#include "tied_embedding_gradient.h"
 
 namespace ftcore::model {
 
@@ -25,11 +26,13 @@ std::vector<int64_t> output_sizes(const at::Tensor& x, int64_t out_features) {
 
 class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, at::ScalarType dtype) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, at::ScalarType dtype,
+                            bool tied_to_embedding) {
     const at::Tensor low_x = x.to(dtype);  // autocast's input cast (a no-op when x is already in dtype)
     ctx->save_for_backward({low_x, weight});
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["tied"] = tied_to_embedding;
     return at::_unsafe_view(rows_of(low_x).mm(weight.to(dtype).t()), output_sizes(x, weight.size(0)));
   }
 
@@ -49,8 +52,9 @@ class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> 
       // mat2 = weight^T is column-major, so MmBackward0 forms (grad^T mm x)^T and
       // TBackward0 transposes it back: grad^T mm x, then ToCopyBackward0's cast.
       grad_weight = grad.t().mm(rows_of(low_x)).to(weight.scalar_type());
+      if (ctx->saved_data["tied"].toBool()) offer_tied_head_gradient(weight, grad_weight);
     }
-    return {grad_x, grad_weight, at::Tensor()};
+    return {grad_x, grad_weight, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -62,8 +66,8 @@ bool recasting_weight_applies(const at::Tensor& x, const at::Tensor& weight, con
          x.is_contiguous() && x.is_floating_point() && x.scalar_type() != at::kDouble && x.layout() == at::kStrided && weight.is_contiguous();
 }
 
-at::Tensor linear_recasting_weight(const at::Tensor& x, const at::Tensor& weight) {
-  return RecastWeightLinear::apply(x, weight, at::autocast::get_autocast_dtype(at::kCPU));
+at::Tensor linear_recasting_weight(const at::Tensor& x, const at::Tensor& weight, bool tied_to_embedding) {
+  return RecastWeightLinear::apply(x, weight, at::autocast::get_autocast_dtype(at::kCPU), tied_to_embedding);
 }
 
 }  // namespace ftcore::model

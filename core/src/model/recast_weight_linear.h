@@ -25,7 +25,9 @@ namespace ftcore::model {
 bool recasting_weight_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // autocast's at::linear(x, weight): [..., in] x [out, in] -> [..., out] in the
-// autocast dtype.
-at::Tensor linear_recasting_weight(const at::Tensor& x, const at::Tensor& weight);
+// autocast dtype. `tied_to_embedding`: the weight is also the embedding's
+// (a tied lm_head), whose backward then sums its rows into this gradient
+// (tied_embedding_gradient.h).
+at::Tensor linear_recasting_weight(const at::Tensor& x, const at::Tensor& weight, bool tied_to_embedding = false);
 
 }  // namespace ftcore::model
