@@ -37,6 +37,7 @@ class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> 
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    TORCH_CHECK(!at::GradMode::is_enabled(), "recast weight linear: no double backward (create_graph)");
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& low_x = saved[0];
     const at::Tensor& weight = saved[1];
@@ -61,9 +62,10 @@ class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> 
 }  // namespace
 
 bool recasting_weight_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return !bias.defined() && x.device().is_cpu() && weight.device().is_cpu() && at::autocast::is_autocast_enabled(at::kCPU) &&
-         weight.scalar_type() == at::kFloat && weight.is_leaf() && records_graph({weight}) && x.dim() >= 2 &&
-         x.is_contiguous() && x.is_floating_point() && x.scalar_type() != at::kDouble && x.layout() == at::kStrided && weight.is_contiguous();
+  return !bias.defined() && x.device().is_cpu() && weight.device().is_cpu() &&
+         at::autocast::is_autocast_enabled(at::kCPU) && weight.scalar_type() == at::kFloat && weight.is_leaf() &&
+         weight.is_contiguous() && records_graph({weight}) && x.dim() >= 2 && x.is_contiguous() &&
+         x.is_floating_point() && x.scalar_type() != at::kDouble && x.layout() == at::kStrided;
 }
 
 at::Tensor linear_recasting_weight(const at::Tensor& x, const at::Tensor& weight, bool tied_to_embedding) {

@@ -19,9 +19,10 @@
 namespace ftcore::model {
 
 // Whether linear_recasting_weight applies: a graph is recorded, CPU autocast
-// is on, the weight is a trainable fp32 leaf, there is no bias, and x is a
-// contiguous floating-point tensor of 2 or more dimensions (the shapes whose
-// at::linear folds into one mm). Elsewhere at::linear is used as it is.
+// is on, the weight is a trainable contiguous fp32 leaf, there is no bias, and
+// x is a contiguous float (not double) tensor of 2 or more dimensions (the
+// shapes whose at::linear folds into one mm). Elsewhere at::linear is used as
+// it is.
 bool recasting_weight_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // autocast's at::linear(x, weight): [..., in] x [out, in] -> [..., out] in the

@@ -38,7 +38,14 @@ at::Tensor take_offer(const at::Tensor& weight) {
   offers.erase(found);
   if (task < 0 || offer.graph_task != task) return at::Tensor();
   auto held = offer.gradient.lock();
-  return held ? at::Tensor(std::move(held)) : at::Tensor();
+  if (!held) return at::Tensor();
+  at::Tensor gradient(std::move(held));
+  // Writable only while autograd's input buffer is its one holder (besides
+  // this handle) and nothing else shares its storage: the rule autograd's own
+  // in-place accumulation follows. Otherwise a hook or another node could see
+  // the sum change, or the buffer may hold a different tensor by now.
+  if (gradient.use_count() != 2 || gradient.storage().use_count() != 1) return at::Tensor();
+  return gradient;
 }
 
 class TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
@@ -52,10 +59,12 @@ class TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
     const at::Tensor& weight = saved[0];
     const at::Tensor& ids = saved[1];
     const at::Tensor& grad = grad_outputs[0];
+    if (!ctx->needs_input_grad(0)) return {at::Tensor(), at::Tensor()};
     at::Tensor head_gradient = take_offer(weight);
-    const bool summable = head_gradient.defined() && head_gradient.scalar_type() == grad.scalar_type() &&
-                          head_gradient.sizes() == weight.sizes() && head_gradient.is_contiguous() &&
-                          head_gradient.device() == grad.device();
+    // Under create_graph the sum must be a recorded op: the dense path is.
+    const bool summable = head_gradient.defined() && !at::GradMode::is_enabled() &&
+                          head_gradient.scalar_type() == grad.scalar_type() && head_gradient.sizes() == weight.sizes() &&
+                          head_gradient.is_contiguous() && head_gradient.device() == grad.device();
     if (!summable)  // EmbeddingBackward0's own gradient
       return {at::embedding_dense_backward(grad, ids, weight.size(0), /*padding_idx=*/-1, /*scale_grad_by_freq=*/false),
               at::Tensor()};
@@ -68,7 +77,8 @@ class TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
 }  // namespace
 
 void add_embedding_gradient_into(at::Tensor& head_gradient, const at::Tensor& grad, const at::Tensor& ids) {
-  const auto [present, compact_ids] = at::_unique(ids, /*sorted=*/true, /*return_inverse=*/true);
+  const auto [unique_ids, compact_ids] = at::_unique(ids, /*sorted=*/true, /*return_inverse=*/true);
+  const at::Tensor present = unique_ids.to(at::kLong);  // index_copy_ takes int64 indices only; ids may be int32
   // embedding_dense_backward over [present rows]: each row summed over its positions in position order.
   const at::Tensor rows = at::embedding_dense_backward(grad, compact_ids, present.size(0), -1, false);
   at::Tensor summed = head_gradient.index_select(0, present).add_(rows);  // G1[k] + G2[k]

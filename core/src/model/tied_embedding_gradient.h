@@ -34,12 +34,12 @@ at::Tensor embedding_summing_into_tied_head(const at::Tensor& weight, const at::
 void offer_tied_head_gradient(const at::Tensor& weight, const at::Tensor& head_gradient);
 
 // How many embedding backwards of this process summed into an offered lm_head
-// gradient (tests check the path ran, not only its fallback).
+// gradient; for tests, which check the path ran, not only its fallback.
 int64_t tied_gradient_sums_taken();
 
 // head_gradient += at::embedding_dense_backward(grad, ids, vocab) in place,
 // bit for bit, without the dense [vocab, hidden] second operand (exposed for
-// tied_embedding_gradient_test).
+// tied_embedding_gradient_test). ids: int64 or int32, no padding index.
 void add_embedding_gradient_into(at::Tensor& head_gradient, const at::Tensor& grad, const at::Tensor& ids);
 
 }  // namespace ftcore::model
