@@ -55,11 +55,11 @@ class TiedEmbedding : public torch::autograd::Function<TiedEmbedding> {
     return at::embedding(weight, ids);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    if (!ctx->needs_input_grad(0)) return {at::Tensor(), at::Tensor()};
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& weight = saved[0];
     const at::Tensor& ids = saved[1];
     const at::Tensor& grad = grad_outputs[0];
-    if (!ctx->needs_input_grad(0)) return {at::Tensor(), at::Tensor()};
     at::Tensor head_gradient = take_offer(weight);
     // Under create_graph the sum must be a recorded op: the dense path is.
     const bool summable = head_gradient.defined() && !at::GradMode::is_enabled() &&
