@@ -74,19 +74,17 @@ double batch_hash(const std::vector<TrainBatch>& batches) {
 // The name of the first trainable tensor (or its gradient) holding a NaN or
 // an Inf; "" when all are finite. One device sync when all are finite.
 std::string first_non_finite(const std::vector<sdk::ParamGroupSpec>& groups, bool gradients) {
-  std::vector<at::Tensor> finite;
+  std::vector<at::Tensor> tensors;
   std::vector<const std::string*> names;
   for (const auto& group : groups)
     for (const auto& p : group.params) {
       const at::Tensor t = gradients ? p.tensor.grad() : p.tensor;
       if (!t.defined()) continue;
-      finite.push_back(all_finite(t));
+      tensors.push_back(t);
       names.push_back(&p.name);
     }
-  if (finite.empty() || at::stack(finite).all().item<bool>()) return "";
-  for (size_t i = 0; i < finite.size(); ++i)
-    if (!finite[i].item<bool>()) return *names[i];
-  return "";
+  const std::optional<size_t> bad = first_non_finite_index(tensors);
+  return bad ? *names[*bad] : "";
 }
 
 }  // namespace
