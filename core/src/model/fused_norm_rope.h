@@ -6,9 +6,10 @@
 // (fused_norm_rope_kernel.h) replay each op's rounding in its order, so the
 // results are the chains' bits; a once-per-process check against the chains
 // on the running libtorch keeps the chains if any bit differs. Where a graph
-// is recorded, RoPE is one autograd node whose backward is one pass that
-// gives autograd's gradient through the chain, bit for bit; RMSNorm's chain
-// runs, and autograd differentiates it as before.
+// is recorded through the activations only, RoPE and the llama RMSNorm are
+// autograd nodes whose backward is one pass that gives autograd's gradient
+// through the chain, bit for bit (fused_norm_rope_nodes.h); elsewhere the
+// chains run, and autograd differentiates them as before.
 #pragma once
 
 #include <ATen/core/Tensor.h>
