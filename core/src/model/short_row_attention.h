@@ -1,16 +1,18 @@
 // Attention of short rows while a graph is recorded under bf16/fp16 autocast
 // (llama_layers.cpp says why these rows leave SDPA for its fp32 math path),
-// as one autograd node that keeps only its inputs.
+// as one autograd node that keeps its inputs and the softmax weights.
 //
 // Left to autograd, the math path keeps for backward the scaled queries, the
 // keys and values with their heads repeated (all fp32) and the [B, H, T, S]
 // softmax weights: about 26 bytes per token and hidden unit at the default
 // model's 55 keys a row, the largest share of a bf16 LoRA step's activations
 // (docs/benchmarks.md). This node keeps q and k, v before the repetition
-// (6 bytes: q and k in fp32, v in bf16) and in backward re-runs the same
-// forward with grad on and differentiates it, as gradient checkpointing does
-// for a layer, so the gradients are those of the recorded graph bit for bit;
-// the cost is one more forward of the two small batched matmuls and the softmax.
+// (6 bytes: q and k in fp32, v in bf16) and the weights (4 H S bytes a token,
+// 3.4 bytes per hidden unit at 55 keys). Its backward rebuilds the repeated
+// fp32 inputs and the scalings (copies and one multiply each, the ops the
+// forward ran) and runs autograd's backward of the math path op for op on
+// the same layouts, so the gradients are those of the recorded graph bit for
+// bit, without a second forward of the matmuls and the softmax.
 // Shapes: B batch, H query heads, G key/value heads, T queries, S keys, D head size.
 #pragma once
 
