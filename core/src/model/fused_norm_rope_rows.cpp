@@ -166,5 +166,4 @@ at::Tensor rotary_grad_rows(const at::Tensor& grad_out, const at::Tensor& cos, c
   return grad_x;
 }
 
-
 }  // namespace ftcore::model
