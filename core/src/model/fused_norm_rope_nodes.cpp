@@ -109,7 +109,6 @@ class RotaryNode : public torch::autograd::Function<RotaryNode> {
   }
 };
 
-
 }  // namespace
 
 at::Tensor rms_norm_recording_x(const at::Tensor& x, const at::Tensor& weight, double eps) {
