@@ -24,6 +24,7 @@
 #include "ftcore/recipe.h"
 #include "ftcore/runtime.h"
 #include "ftcore/sdk/optimizer.h"
+#include "ftcore/sdk/parallel.h"
 
 using namespace ftcore;
 
@@ -60,7 +61,7 @@ double triad_gbs() {
   double best = 1e30;
   for (int rep = 0; rep < 6; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    at::parallel_for(0, n, 1 << 16, [&](int64_t lo, int64_t hi) {
+    sdk::parallel_for(0, n, 1 << 16, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) pa[i] = pb[i] + s * pc[i];
     });
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -36,6 +36,7 @@
 #include "ftcore/recipe.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
+#include "ftcore/sdk/parallel.h"
 #include "ftcore/sdk/quantizer.h"
 
 using namespace ftcore;
@@ -191,7 +192,7 @@ void bench(sdk::Quantizer& q, const Args& a) {
     const float* pb = tb.data_ptr<float>();
     const float* pc = tc.data_ptr<float>();
     const double t_triad = seconds_of([&] {
-      at::parallel_for(0, tn, 1 << 14, [&](int64_t b, int64_t e) {
+      sdk::parallel_for(0, tn, 1 << 14, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) pa[i] = pb[i] + 3.0f * pc[i];
       });
     }, a.repeat);

@@ -5,9 +5,9 @@
 #include <array>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include "ftcore/sdk/multi_tensor.h"
+#include "ftcore/sdk/parallel.h"
 #include "reusable_in_place.h"
 
 namespace ftcore::model {
@@ -77,7 +77,7 @@ at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& weight, double e
   const RmsNormRows p{x.data_ptr(), weight.data_ptr(), out.data_ptr(), size, static_cast<float>(eps), dtype,
                       gain_order(style)};
   const RmsNormRowsKernel kernel = chosen_kernels().rms_norm;
-  at::parallel_for(0, rows, grain_rows(size), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
+  sdk::parallel_for(0, rows, grain_rows(size), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
   return out;
 }
 
@@ -89,7 +89,7 @@ std::vector<at::Tensor> rms_norm_grad_rows(const at::Tensor& x, const at::Tensor
   const RmsNormGradRows p{x.data_ptr(),          weight.data_ptr(), grad.data_ptr(), out[0].data_ptr(),
                           parts ? out[1].data_ptr() : nullptr, size, static_cast<float>(eps), dtype};
   const RmsNormGradRowsKernel kernel = chosen_kernels().rms_norm_grad;
-  at::parallel_for(0, rows, grain_rows(size), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
+  sdk::parallel_for(0, rows, grain_rows(size), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
   return out;
 }
 
@@ -126,7 +126,7 @@ at::Tensor rotary_rows(const at::Tensor& x, const at::Tensor& cos, const at::Ten
   p.out_dtype = out_type == at::kBFloat16 ? RowDtype::bf16 : RowDtype::f32;
   const RotaryRowsKernel kernel = chosen_kernels().rotary;
   const int64_t rows = p.sizes[0] * p.sizes[1] * p.sizes[2];
-  at::parallel_for(0, rows, grain_rows(p.dim), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
+  sdk::parallel_for(0, rows, grain_rows(p.dim), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
   return out;
 }
 
@@ -162,7 +162,7 @@ at::Tensor rotary_grad_rows(const at::Tensor& grad_out, const at::Tensor& cos, c
   row_dtype(grad_x, p.x_dtype);
   const RotaryGradRowsKernel kernel = chosen_kernels().rotary_grad;
   const int64_t rows = p.sizes[0] * p.sizes[1] * p.sizes[2];
-  at::parallel_for(0, rows, grain_rows(p.dim), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
+  sdk::parallel_for(0, rows, grain_rows(p.dim), [&](int64_t begin, int64_t end) { kernel(p, begin, end); });
   return grad_x;
 }
 

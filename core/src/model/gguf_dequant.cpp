@@ -6,11 +6,11 @@
 // high nibble (ggml's layout).
 #include <cstring>
 
-#include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
 #include "ftcore/gguf.h"
+#include "ftcore/sdk/parallel.h"
 
 namespace ftcore::gguf {
 
@@ -90,7 +90,7 @@ uint64_t bytes_for(TensorType type, int64_t count, const std::string& tensor_nam
 void dequantize_blocks(TensorType type, const uint8_t* data, int64_t count, float* out) {
   const Format f = format_of(type);
   const int64_t blocks = count / f.block_elements;
-  at::parallel_for(0, blocks, 4096, [&](int64_t first, int64_t last) {
+  sdk::parallel_for(0, blocks, 4096, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       const uint8_t* in = data + b * f.block_bytes;
       float* o = out + b * f.block_elements;

@@ -1,5 +1,5 @@
 // Multi-tensor scheduling of the Adafactor passes (adafactor_kernel.h): row
-// chunks across all tensors, at::parallel_for over chunks, the small
+// chunks across all tensors, sdk::parallel_for over chunks, the small
 // per-tensor statistics in between, the ISA variant picked once per process.
 #include "adafactor_kernel.h"
 
@@ -8,9 +8,8 @@
 #include <string>
 #include <cmath>
 
-#include <ATen/Parallel.h>
-
 #include "ftcore/sdk/cpu_isa.h"
+#include "ftcore/sdk/parallel.h"
 
 namespace ftcore::plugins::adafactor {
 
@@ -91,7 +90,7 @@ void for_each_parallel(int64_t n, bool parallel, F&& f) {
     for (int64_t i = 0; i < n; ++i) f(i);
     return;
   }
-  at::parallel_for(0, n, 1, [&](int64_t first, int64_t last) {
+  sdk::parallel_for(0, n, 1, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) f(i);
   });
 }

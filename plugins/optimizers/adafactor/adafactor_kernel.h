@@ -19,7 +19,7 @@
 //   u     <- lr * u;  with beta1: m <- beta1*m + (1-beta1)*u, u = m  exp_avg
 //   p     <- p - weight_decay*lr*p - u
 //
-// Passes, each one at::parallel_for over row chunks of all tensors:
+// Passes, each one sdk::parallel_for over row chunks of all tensors:
 //   1. statistics: RMS(p), row means and per-chunk column sums of G
 //      (unfactored tensors: V's update and RMS(u) here too);
 //   2. per tensor: R, C, their rsqrt factors, lr (small vectors only);

@@ -1,7 +1,7 @@
 // The fused multi-tensor AdamW update: one pass over every tensor of a step,
 // reading p, g, m, v once and writing p, m, v once (torch::optim::AdamW makes
 // about ten passes with separate ops per tensor). Work is cut into chunks
-// across all tensors and spread over threads with at::parallel_for; each
+// across all tensors and spread over threads with sdk::parallel_for; each
 // chunk runs the widest ISA variant this CPU supports (AVX-512, AVX2, generic).
 //
 // The arithmetic mirrors torch.optim.AdamW (single-tensor path) operation by

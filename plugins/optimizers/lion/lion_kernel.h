@@ -1,7 +1,7 @@
 // The fused multi-tensor Lion update: one pass over every tensor of a step,
 // reading p, g, m once and writing p, m once (lion-pytorch makes about eight
 // passes and two parameter-sized temporaries per tensor). Work is cut into
-// chunks across all tensors and spread over threads with at::parallel_for;
+// chunks across all tensors and spread over threads with sdk::parallel_for;
 // each chunk runs the widest ISA variant this CPU supports (AVX-512, AVX2,
 // generic).
 //

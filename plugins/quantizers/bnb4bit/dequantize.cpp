@@ -5,7 +5,6 @@
 #include <stdexcept>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -14,6 +13,7 @@
 
 #include "bnb4bit.h"
 #include "dequant_kernel.h"
+#include "ftcore/sdk/parallel.h"
 
 #if FTCORE_CUDA_KERNELS
 #include "cuda_kernels.h"
@@ -99,7 +99,7 @@ at::Tensor Bnb4bitState::absmax_f32() const {
   float* op = out.data_ptr<float>();
   const int64_t nb = nested_blocksize;
   const float off = offset;
-  at::parallel_for(0, n, 1 << 14, [&](int64_t b, int64_t e) {
+  sdk::parallel_for(0, n, 1 << 14, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float scaled = cp[qp[i]] * np[i / nb];
       op[i] = scaled + off;
@@ -204,7 +204,7 @@ void dequantize_range(const DequantSource& src, int64_t begin, int64_t end, at::
   char* dst = static_cast<char*>(out.data_ptr());
   const int64_t n = end - begin, units = (n + kUnit - 1) / kUnit;
   // Grains of 16 Ki elements: one contiguous share per thread for large ranges.
-  at::parallel_for(0, units, 4, [&](int64_t u0, int64_t u1) {
+  sdk::parallel_for(0, units, 4, [&](int64_t u0, int64_t u1) {
     const int64_t b = u0 * kUnit, e = std::min(n, u1 * kUnit);
     fn(args, begin + b, begin + e, dst + b * elem);
   });
@@ -221,7 +221,7 @@ void dequantize_columns(const DequantSource& src, int64_t c0, int64_t width, at:
   const DequantRangeFn fn = dequant_kernels().range;
   const int64_t elem = out.element_size();
   char* dst = static_cast<char*>(out.data_ptr());
-  at::parallel_for(0, rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(width, 1)), [&](int64_t r0, int64_t r1) {
+  sdk::parallel_for(0, rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(width, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) fn(args, r * in + c0, r * in + c0 + width, dst + r * width * elem);
   });
 }

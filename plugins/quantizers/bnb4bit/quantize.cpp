@@ -11,9 +11,9 @@
 #include <cmath>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include "bnb4bit.h"
+#include "ftcore/sdk/parallel.h"
 
 namespace ftcore::plugins::bnb4bit {
 namespace {
@@ -40,7 +40,7 @@ void quantize_4bit(const at::Tensor& weight, QuantType type, int64_t blocksize, 
   float* ap = absmax.data_ptr<float>();
   const FourBitRule& rule = four_bit_rule(type);
   const uint8_t pad = rule.code(0.0f);
-  at::parallel_for(0, blocks, 64, [&](int64_t b0, int64_t b1) {
+  sdk::parallel_for(0, blocks, 64, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t begin = b * blocksize, end = std::min(n, begin + blocksize);
       float m = 0.0f;
@@ -73,7 +73,7 @@ void quantize_nested(const at::Tensor& absmax, at::Tensor& codes, at::Tensor& ne
   uint8_t* qp = codes.data_ptr<uint8_t>();
   float* mp = nested_absmax.data_ptr<float>();
   const EightBitRule& rule = eight_bit_rule();
-  at::parallel_for(0, blocks, 16, [&](int64_t b0, int64_t b1) {
+  sdk::parallel_for(0, blocks, 16, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t begin = b * kNestedBlocksize, end = std::min(n, begin + kNestedBlocksize);
       float m = 0.0f;

@@ -2,9 +2,9 @@
 #include "gptq_kernel.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include "ftcore/sdk/multi_tensor.h"
+#include "ftcore/sdk/parallel.h"
 #include "gptq_pack.h"
 
 namespace ftcore::plugins::gptq {
@@ -20,7 +20,7 @@ at::Tensor dequantize_transposed_tile(const PackedWeight& w, const GroupParams& 
                    p.zeros.data_ptr<float>() + col0, w.g_idx.data_ptr<int32_t>(), w.bits, col0, cols,
                    dst.data_ptr<float>()};
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1));
-  at::parallel_for(0, w.in, grain, [&](int64_t r0, int64_t r1) { kernels.rows(tile, r0, r1); });
+  sdk::parallel_for(0, w.in, grain, [&](int64_t r0, int64_t r1) { kernels.rows(tile, r0, r1); });
   return dst;
 }
 

@@ -4,7 +4,8 @@
 #include <stdexcept>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+
+#include "ftcore/sdk/parallel.h"
 
 namespace ftcore::plugins::gptq {
 
@@ -20,7 +21,7 @@ at::Tensor pack_rows(const at::Tensor& codes_in, int bits) {
   const uint32_t mask = (1u << bits) - 1u;
   const int32_t* src = codes.data_ptr<int32_t>();
   uint32_t* dst = reinterpret_cast<uint32_t*>(packed.data_ptr<int32_t>());
-  at::parallel_for(0, cols, 256, [&](int64_t c0, int64_t c1) {
+  sdk::parallel_for(0, cols, 256, [&](int64_t c0, int64_t c1) {
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t bit = r * bits, word = bit / 32;
       const int shift = static_cast<int>(bit % 32);
@@ -41,7 +42,7 @@ at::Tensor unpack_rows(const at::Tensor& packed_in, int bits, int64_t rows) {
   const uint32_t mask = (1u << bits) - 1u;
   const uint32_t* src = reinterpret_cast<const uint32_t*>(packed.data_ptr<int32_t>());
   int32_t* dst = codes.data_ptr<int32_t>();
-  at::parallel_for(0, rows, 64, [&](int64_t r0, int64_t r1) {
+  sdk::parallel_for(0, rows, 64, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t bit = r * bits, word = bit / 32;
       const int shift = static_cast<int>(bit % 32);

@@ -6,7 +6,8 @@
 #include <stdexcept>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
+
+#include "ftcore/sdk/parallel.h"
 
 namespace ftcore::plugins::gptq {
 namespace {
@@ -82,7 +83,7 @@ GptqResult solve_gptq(const at::Tensor& weight, at::Tensor H, const GptqConfig& 
   const bool per_group = cfg.group_size > 0;
   for (int64_t i1 = 0; i1 < in; i1 += bs) {
     const int64_t i2 = std::min(i1 + bs, in), count = i2 - i1;
-    at::parallel_for(0, out, 4, [&](int64_t r0, int64_t r1) {
+    sdk::parallel_for(0, out, 4, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         double* w = Wp + r * in;
         // Groups that start in this block take their range from W now, before the intra-block updates.

@@ -1,6 +1,6 @@
 // Running an elementwise optimizer kernel over every tensor of a step in one
 // parallel pass: each tensor is cut into chunks of at most kChunkElements,
-// chunks from all tensors go to at::parallel_for together (small LoRA
+// chunks from all tensors go to sdk::parallel_for together (small LoRA
 // tensors share threads, large ones split), and each chunk runs the widest
 // ISA variant of the kernel this CPU supports (sdk/cpu_isa.h).
 //
@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <c10/core/ScalarType.h>
 
 #include "ftcore/sdk/cpu_isa.h"
+#include "ftcore/sdk/parallel.h"
 
 namespace ftcore::sdk {
 
@@ -65,7 +65,7 @@ void run_multi_tensor(const std::vector<Work>& tensors, const Kernels& kernels, 
     for (const Chunk& c : chunks) c.run(*c.tensor, c.begin, c.end);
     return;
   }
-  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
+  parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i) chunks[i].run(*chunks[i].tensor, chunks[i].begin, chunks[i].end);
   });
 }
