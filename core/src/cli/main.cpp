@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "ftcore/diagnostics.h"
 #include "ftcore/runtime.h"
+#include "huge_page_malloc.h"
 #include "session.h"
 
 namespace {
@@ -58,7 +59,7 @@ bool take_log_level(std::vector<std::string>& args, std::string* level) {
   return true;
 }
 
-int dispatch(std::vector<std::string> args) {
+int dispatch(std::vector<std::string> args, char** argv) {
   std::string level = "info";
   if (!take_log_level(args, &level)) throw boost::program_options::error("--log-level needs a value");
   auto parsed = spdlog::level::from_str(level);
@@ -75,6 +76,9 @@ int dispatch(std::vector<std::string> args) {
   const std::string command = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "--version") return ftcore::cli::print_version();
+  // Before anything is loaded or computed: the restart replaces this process.
+  if (command == "run" || command == "generate" || command == "quantize")
+    ftcore::cli::restart_with_huge_page_malloc(argv);
   ftcore::init_runtime();
   // Commands that compute for long share the cores with other ftcore processes
   // (runtime.h); `run` joins in run_command, past the torchrun launcher's exec.
@@ -99,7 +103,7 @@ int dispatch(std::vector<std::string> args) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    return dispatch(std::move(args));
+    return dispatch(std::move(args), argv);
   } catch (const ftcore::ConfigError& e) {
     ftcore::cli::print_diagnostics(std::cerr, e.diagnostics());
     return ftcore::cli::kExitUsage;

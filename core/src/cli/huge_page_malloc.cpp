@@ -1,0 +1,75 @@
+// The restart with glibc's malloc on transparent huge pages (huge_page_malloc.h).
+#include "huge_page_malloc.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "ftcore/diagnostics.h"
+
+namespace ftcore::cli {
+
+namespace {
+
+constexpr const char* kTunables = "GLIBC_TUNABLES";
+constexpr const char* kHugePageTunable = "glibc.malloc.hugetlb";
+// Set only across the exec: the caller's GLIBC_TUNABLES, "set:VALUE" or "unset".
+constexpr const char* kCallersTunables = "FTCORE_CALLERS_GLIBC_TUNABLES";
+
+// Whether the kernel makes huge pages of advised memory: the bracketed word of
+// /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never").
+bool kernel_offers_huge_pages() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.find("[always]") != std::string::npos || text.find("[madvise]") != std::string::npos;
+}
+
+bool huge_pages_wanted() {
+  const char* v = std::getenv("FTCORE_HUGE_PAGES");
+  const std::string value = v ? v : "";
+  if (value == "0") return false;
+  if (value == "1") return true;
+  if (!value.empty()) throw ConfigError({{{"environment FTCORE_HUGE_PAGES", 0, 0}, "'" + value + "' is not 0 or 1"}});
+  return kernel_offers_huge_pages();
+}
+
+// Puts the caller's GLIBC_TUNABLES back, as saved in kCallersTunables.
+void restore_callers_tunables(const std::string& saved) {
+  if (saved.rfind("set:", 0) == 0)
+    ::setenv(kTunables, saved.c_str() + 4, 1);
+  else
+    ::unsetenv(kTunables);
+  ::unsetenv(kCallersTunables);
+}
+
+}  // namespace
+
+void restart_with_huge_page_malloc(char** argv) {
+  if (const char* saved = std::getenv(kCallersTunables)) {  // this is the restarted process
+    restore_callers_tunables(saved);
+    return;
+  }
+  if (!huge_pages_wanted()) return;
+  const char* callers = std::getenv(kTunables);
+  const std::string before = callers ? callers : "";
+  if (before.find(std::string(kHugePageTunable) + "=") != std::string::npos) return;  // the caller chose
+  // First: glibc parses the value in place, ending its first item with a NUL,
+  // so /proc/PID/environ shows that item alone (huge_page_malloc_test reads it).
+  const std::string tunables = std::string(kHugePageTunable) + "=1" + (before.empty() ? "" : ":" + before);
+  ::setenv(kCallersTunables, callers ? ("set:" + before).c_str() : "unset", 1);
+  ::setenv(kTunables, tunables.c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+  const int error = errno;
+  restore_callers_tunables(std::getenv(kCallersTunables));
+  spdlog::warn("cannot restart ftcore with {}={} ({}); running without huge pages", kTunables, tunables,
+               std::strerror(error));
+}
+
+}  // namespace ftcore::cli

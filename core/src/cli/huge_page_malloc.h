@@ -1,0 +1,39 @@
+// Restarting ftcore with glibc's malloc on transparent huge pages, for the
+// commands that compute for long (run, generate, quantize).
+//
+// Why: a training step allocates its gradients, weight casts and activations
+// afresh, and glibc gives large blocks back to the kernel between steps
+// (munmap above its mmap threshold, heap trimming below), so each step
+// first-touches them again, one 4 KiB page fault at a time: 1.95 million faults
+// in 12 steps of the bf16 full fine-tune of train_vs_hf.py. With the tunable
+// glibc.malloc.hugetlb=1, glibc advises its heap and its mappings
+// MADV_HUGEPAGE and the same memory faults in 2 MiB pages (33 thousand faults);
+// the step is faster and the peak RSS the same (docs/benchmarks.md). Kernels
+// commonly set THP to "madvise" (Debian, Ubuntu): nothing is a huge page unless
+// advised, which is why glibc's default leaves this speed on the table.
+// (A libtorch CPU allocator that mapped large tensors on huge pages itself
+// was tried first: fresh mappings are zeroed on every fault, and it ran slower
+// than glibc's default, which reuses its heap.)
+//
+// How: glibc reads GLIBC_TUNABLES once, as the process starts, so ftcore
+// execs itself (/proc/self/exe, same arguments, same pid) with the tunable
+// put before the caller's GLIBC_TUNABLES, and the restarted process puts the
+// caller's value back at once, so processes it starts (torchrun, A/B arms,
+// Python) get the environment the user gave. The restart costs one more load
+// of the libraries (tenths of a second).
+//
+// When: FTCORE_HUGE_PAGES=0 never, =1 always; unset, when the kernel makes
+// huge pages of advised memory (/sys/kernel/mm/transparent_hugepage/enabled
+// is "always" or "madvise"). A caller's GLIBC_TUNABLES that sets
+// glibc.malloc.hugetlb already is the caller's choice and is left alone.
+#pragma once
+
+namespace ftcore::cli {
+
+// Returns when no restart is due (or this process is the restart, whose
+// environment it restores); otherwise does not return. A malformed
+// FTCORE_HUGE_PAGES is a ConfigError naming it; a failed exec is a warning,
+// and the command runs on without huge pages.
+void restart_with_huge_page_malloc(char** argv);
+
+}  // namespace ftcore::cli
