@@ -1,0 +1,90 @@
+"""`ftcore run` with glibc's malloc on transparent huge pages (the default where
+the kernel offers THP, core/src/cli/huge_page_malloc.h) against
+FTCORE_HUGE_PAGES=0, alternated, on train_vs_hf.py's recipes (SmolLM2-135M,
+quiz data, batch 8, no evaluation).
+
+Per run: median tokens_per_second of steps 3..N (metrics.jsonl), peak RSS and
+minor page faults (the kernel's rusage of the child, os.wait4), the last loss
+(must be equal: only where memory comes from changes).
+
+usage: huge_pages_ab.py [--steps 12] [--rounds 2] [--runs lora_bf16,full_bf16,lora_fp32,full_fp32]
+                        [--threads 2] [--ftcore build/bin/ftcore]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train_vs_hf as tvh  # noqa: E402
+
+
+def run_once(args, recipe, out_dir, huge_pages):
+    env = dict(os.environ, FTCORE_NUM_THREADS=str(args.threads))
+    env.pop("GLIBC_TUNABLES", None)
+    env.pop("FTCORE_HUGE_PAGES", None)
+    if not huge_pages:
+        env["FTCORE_HUGE_PAGES"] = "0"
+    with open(os.path.join(out_dir, "log.txt"), "w") as log:
+        proc = subprocess.Popen([args.ftcore, "run", recipe, "--overwrite"], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=tvh.ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"ftcore run {recipe} failed: see {out_dir}/log.txt")
+    records = []
+    for root, _, files in os.walk(out_dir):
+        if "metrics.jsonl" in files:
+            with open(os.path.join(root, "metrics.jsonl")) as f:
+                records = [json.loads(line) for line in f]
+    train = [r for r in records if r.get("phase") == "train" and "tokens_per_second" in r]
+    return {"tok_s": statistics.median(r["tokens_per_second"] for r in train[2:]),
+            "rss_mb": usage.ru_maxrss / 1024, "minor_faults": usage.ru_minflt, "last_loss": train[-1]["loss"]}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--runs", default="lora_bf16,full_bf16,lora_fp32,full_fp32")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--ftcore", default=os.path.join(tvh.ROOT, "build", "bin", "ftcore"))
+    args = p.parse_args()
+    work = tempfile.mkdtemp(prefix="ftcore_huge_pages_ab_")
+    print(f"THP: {open('/sys/kernel/mm/transparent_hugepage/enabled').read().strip()}; "
+          f"load before {os.getloadavg()[0]:.2f}")
+    results = {}
+    for rnd in range(args.rounds):
+        for name in args.runs.split(","):
+            mode, precision = name.split("_")
+            for huge in (False, True):
+                label = "huge pages" if huge else "FTCORE_HUGE_PAGES=0"
+                out_dir = os.path.join(work, f"{name}_{int(huge)}_{rnd}")
+                os.makedirs(out_dir)
+                recipe = os.path.join(out_dir, "recipe.toml")
+                with open(recipe, "w") as f:
+                    f.write(tvh.ftcore_recipe(mode, precision, args.steps, out_dir))
+                t0 = time.time()
+                r = run_once(args, recipe, out_dir, huge)
+                results.setdefault((name, huge), []).append(r)
+                print(f"  round {rnd + 1} {name:9s} {label:19s} {r['tok_s']:7.1f} tok/s  peak RSS {r['rss_mb']:6.0f} MB  "
+                      f"minor faults {r['minor_faults']:9d}  last loss {r['last_loss']!r}  ({time.time() - t0:.0f} s)",
+                      flush=True)
+    print(f"\n{args.steps} steps, {args.threads} threads, median tok/s of steps 3..{args.steps}; load after "
+          f"{os.getloadavg()[0]:.2f}")
+    print("run        off tok/s  on tok/s  on/off per round   off RSS  on RSS   off faults  on faults  losses equal")
+    for name in args.runs.split(","):
+        off, on = results[(name, False)], results[(name, True)]
+        ratios = " ".join(f"{b['tok_s'] / a['tok_s']:.2f}" for a, b in zip(off, on))
+        equal = all(a["last_loss"] == b["last_loss"] for a, b in zip(off, on))
+        print(f"{name:9s} {statistics.median(r['tok_s'] for r in off):9.1f} {statistics.median(r['tok_s'] for r in on):9.1f}"
+              f"  {ratios:16s} {max(r['rss_mb'] for r in off):8.0f} {max(r['rss_mb'] for r in on):7.0f}"
+              f" {statistics.median(r['minor_faults'] for r in off):11.0f} {statistics.median(r['minor_faults'] for r in on):10.0f}"
+              f"  {equal}")
+
+
+if __name__ == "__main__":
+    main()
