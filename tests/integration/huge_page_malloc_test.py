@@ -84,11 +84,6 @@ def run_watched(ftcore, recipe, run_dir, **variables):
     return last, huge_kb
 
 
-def check(label, got, want):
-    assert got == want, f"{label}: got {got!r}, want {want!r}"
-    print(f"{label}: {got!r}")
-
-
 def main():
     ftcore = sys.argv[1]
     tt.require_default_tokenizer()
@@ -98,24 +93,24 @@ def main():
     run_dir = os.path.join(out, "runs", "hp")
 
     env, _ = run_watched(ftcore, recipe, run_dir, FTCORE_HUGE_PAGES="1")
-    check("FTCORE_HUGE_PAGES=1: GLIBC_TUNABLES of the running image", env.get("GLIBC_TUNABLES"), TUNABLE + "=1")
-    check("  what the restart puts back for its children", env.get("FTCORE_CALLERS_GLIBC_TUNABLES"), "unset")
+    tt.check("FTCORE_HUGE_PAGES=1: GLIBC_TUNABLES of the running image", env.get("GLIBC_TUNABLES"), TUNABLE + "=1")
+    tt.check("  what the restart puts back for its children", env.get("FTCORE_CALLERS_GLIBC_TUNABLES"), "unset")
 
     env, _ = run_watched(ftcore, recipe, run_dir, FTCORE_HUGE_PAGES="1", GLIBC_TUNABLES="glibc.malloc.check=0")
-    check("a caller's other tunable: kept, after hugetlb (as exec'd, before glibc's NUL)",
+    tt.check("a caller's other tunable: kept, after hugetlb (as exec'd, before glibc's NUL)",
           b"\0GLIBC_TUNABLES=" + TUNABLE.encode() + b"=1\0glibc.malloc.check=0\0" in env["raw"], True)
-    check("  what the restart puts back", env.get("FTCORE_CALLERS_GLIBC_TUNABLES"), "set:glibc.malloc.check=0")
+    tt.check("  what the restart puts back", env.get("FTCORE_CALLERS_GLIBC_TUNABLES"), "set:glibc.malloc.check=0")
 
     env, _ = run_watched(ftcore, recipe, run_dir, FTCORE_HUGE_PAGES="1", GLIBC_TUNABLES=TUNABLE + "=0")
-    check("a caller's own hugetlb: left as it is", env.get("GLIBC_TUNABLES"), TUNABLE + "=0")
-    check("  no restart", "FTCORE_CALLERS_GLIBC_TUNABLES" in env, False)
+    tt.check("a caller's own hugetlb: left as it is", env.get("GLIBC_TUNABLES"), TUNABLE + "=0")
+    tt.check("  no restart", "FTCORE_CALLERS_GLIBC_TUNABLES" in env, False)
 
     env, _ = run_watched(ftcore, recipe, run_dir, FTCORE_HUGE_PAGES="0")
-    check("FTCORE_HUGE_PAGES=0: no tunable", "GLIBC_TUNABLES" in env, False)
+    tt.check("FTCORE_HUGE_PAGES=0: no tunable", "GLIBC_TUNABLES" in env, False)
 
     offered = kernel_offers_huge_pages()
     env, huge_kb = run_watched(ftcore, recipe, run_dir)
-    check(f"unset, the kernel {'offers' if offered else 'does not offer'} THP: restarted",
+    tt.check(f"unset, the kernel {'offers' if offered else 'does not offer'} THP: restarted",
           env.get("GLIBC_TUNABLES") == TUNABLE + "=1", offered)
     if offered:
         assert huge_kb > 0, "restarted with the tunable, yet the kernel showed no AnonHugePages in the process"
@@ -123,7 +118,7 @@ def main():
 
     p = subprocess.run([ftcore, "run", recipe, "--overwrite"], capture_output=True, text=True,
                        env=dict(os.environ, FTCORE_PLUGIN_PATH="", FTCORE_HUGE_PAGES="yes"))
-    check("FTCORE_HUGE_PAGES=yes: exit code", p.returncode, 2)
+    tt.check("FTCORE_HUGE_PAGES=yes: exit code", p.returncode, 2)
     assert "FTCORE_HUGE_PAGES" in p.stderr and "'yes' is not 0 or 1" in p.stderr, p.stderr
     print("all huge-page restart checks passed")
 

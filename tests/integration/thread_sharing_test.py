@@ -88,11 +88,6 @@ def slots(registry):
     return sorted(n for n in os.listdir(registry) if n.endswith(".slot"))
 
 
-def check(label, got, want):
-    assert got == want, f"{label}: got {got}, want {want}"
-    print(f"{label}: {got}")
-
-
 def main():
     ftcore = sys.argv[1]
     tt.require_default_tokenizer()
@@ -111,19 +106,19 @@ def main():
     with open(dead, "w") as f:
         f.write("sharing\n")
     finish(start(ftcore, short, env(registry)), "alone")
-    check("alone (a dead holder's slot beside it): threads per step", threads_of(out, "short"), [CORES] * 3)
-    check("alone: slots left after it ended (the dead one removed too)", slots(registry), [])
+    tt.check("alone (a dead holder's slot beside it): threads per step", threads_of(out, "short"), [CORES] * 3)
+    tt.check("alone: slots left after it ended (the dead one removed too)", slots(registry), [])
 
     h = Holder(registry, "4242-1", "sharing\n")
     err = finish(start(ftcore, short, env(registry)), "beside a sharing holder")
-    check("beside a live sharing holder", threads_of(out, "short"), [HALF] * 3)
+    tt.check("beside a live sharing holder", threads_of(out, "short"), [HALF] * 3)
     assert f"threads: {CORES} -> {HALF}: this machine's {CORES} cores, 2 sharing ftcore processes" in err, err
-    check("the holder's slot is kept", slots(registry), ["4242-1.slot"])
+    tt.check("the holder's slot is kept", slots(registry), ["4242-1.slot"])
     h.release()
 
     h = Holder(registry, "4242-2", f"fixed {CORES - 1}\n")
     finish(start(ftcore, short, env(registry)), "beside a fixed holder")
-    check("beside a holder fixed at cores-1", threads_of(out, "short"), [1] * 3)
+    tt.check("beside a holder fixed at cores-1", threads_of(out, "short"), [1] * 3)
     h.release()
 
     # The holder leaves mid-run: the steps after show every core again.
@@ -149,18 +144,18 @@ def main():
         t = threads_of(out, name)
         assert HALF in t and set(t) <= {HALF, CORES}, f"{name}: threads per step {t}"
         print(f"two runs at once, {name}: {t.count(HALF)} of {len(t)} steps on {HALF} threads")
-    check("after the pair: slots left", slots(registry), [])
+    tt.check("after the pair: slots left", slots(registry), [])
 
     # The user's settings win over the registry.
     h = Holder(registry, "4242-5", "sharing\n")
     finish(start(ftcore, short, env(registry, FTCORE_NUM_THREADS=str(CORES))), "FTCORE_NUM_THREADS")
-    check("FTCORE_NUM_THREADS=cores beside a holder", threads_of(out, "short"), [CORES] * 3)
+    tt.check("FTCORE_NUM_THREADS=cores beside a holder", threads_of(out, "short"), [CORES] * 3)
     finish(start(ftcore, short, env(registry, OMP_NUM_THREADS=str(CORES))), "OMP_NUM_THREADS")
-    check("OMP_NUM_THREADS=cores beside a holder", threads_of(out, "short"), [CORES] * 3)
+    tt.check("OMP_NUM_THREADS=cores beside a holder", threads_of(out, "short"), [CORES] * 3)
     finish(start(ftcore, short, env(registry, FTCORE_THREAD_SHARING="0")), "FTCORE_THREAD_SHARING=0")
-    check("FTCORE_THREAD_SHARING=0 beside a holder", threads_of(out, "short"), [CORES] * 3)
+    tt.check("FTCORE_THREAD_SHARING=0 beside a holder", threads_of(out, "short"), [CORES] * 3)
     finish(start(ftcore, short, env(registry, OMP_WAIT_POLICY="PASSIVE")), "OMP_WAIT_POLICY")
-    check("OMP_WAIT_POLICY=PASSIVE beside a holder (still shares)", threads_of(out, "short"), [HALF] * 3)
+    tt.check("OMP_WAIT_POLICY=PASSIVE beside a holder (still shares)", threads_of(out, "short"), [HALF] * 3)
     h.release()
     bad = subprocess.run([ftcore, "run", short], env=env(registry, FTCORE_THREAD_SHARING="yes"),
                          capture_output=True, text=True)

@@ -119,6 +119,12 @@ def run_ftcore_command(ftcore, *args, expect=0):
     return p.stdout + p.stderr
 
 
+def check(label, got, want):
+    """Asserts got == want, naming the check; prints it when it holds."""
+    assert got == want, f"{label}: got {got!r}, want {want!r}"
+    print(f"{label}: {got!r}")
+
+
 def train_metric(run_dir, key):
     """Per-step values of a training metric from metrics.jsonl (logging_steps = 1;
     a step logged again after a resume keeps its last value)."""
