@@ -7,10 +7,11 @@
 // first-touches them again, one 4 KiB page fault at a time: 1.95 million faults
 // in 12 steps of the bf16 full fine-tune of train_vs_hf.py. With the tunable
 // glibc.malloc.hugetlb=1, glibc advises its heap and its mappings
-// MADV_HUGEPAGE and the same memory faults in 2 MiB pages (33 thousand faults);
-// the step is faster and the peak RSS the same (docs/benchmarks.md). Kernels
-// commonly set THP to "madvise" (Debian, Ubuntu): nothing is a huge page unless
-// advised, which is why glibc's default leaves this speed on the table.
+// MADV_HUGEPAGE and the same memory faults in 2 MiB pages (42-45 thousand
+// faults): the run's kernel time halves (4.0 -> 1.9 s), the peak RSS and the
+// numbers stay the same; a wall-clock gain was within the measuring host's
+// noise (docs/benchmarks.md). Kernels commonly set THP to "madvise" (Debian,
+// Ubuntu): nothing is a huge page unless advised, as glibc's default is not.
 // (A libtorch CPU allocator that mapped large tensors on huge pages itself
 // was tried first: fresh mappings are zeroed on every fault, and it ran slower
 // than glibc's default, which reuses its heap.)
