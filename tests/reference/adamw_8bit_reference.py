@@ -2,7 +2,7 @@
 
 For several configurations (defaults; weight decay with other betas/eps; two param groups with
 lr_scale and a weight_decay override; percentile clipping) both run 50 steps on identical fp32
-parameters and gradients, for each ISA variant of the fused kernel (FTCORE_CPU_ISA=generic|avx2|avx512).
+parameters and gradients, for each ISA variant of the fused kernel (FTCORE_CPU_ISA=generic|avx2|avx512|avx512vbmi).
 The shapes include tensors below min_8bit_size (fp32 state, bitsandbytes' 32-bit update), one of
 exactly 4096 elements, sizes that are not multiples of the 256-element block, one spanning several
 65536-element scheduler chunks, and a parameter without a gradient on some steps.
@@ -254,7 +254,7 @@ def run_all(spec, binary):
             save_file(tensors, inputs, metadata={"groups": json.dumps(config["groups"])})
             reference, ref_state = reference_run(spec, tensors, config)
             state_path = os.path.join(tmp, "state_full.safetensors")
-            for isa in ("generic", "avx2", "avx512"):
+            for isa in ("generic", "avx2", "avx512", "avx512vbmi"):
                 env = dict(os.environ, FTCORE_CPU_ISA=isa)
                 ours = run_optimizer_steps(binary, spec["optimizer"], inputs, os.path.join(tmp, "out.safetensors"),
                                            config["opts"], ["--steps", str(STEPS), "--save-state", state_path], env)

@@ -302,7 +302,7 @@ def check_8bit(binary, tmp, failures):
         paged = dict(config["opts"], max_resident_bytes=budget, page_bytes=PAGE_BYTES)
         out = os.path.join(tmp, "out8.safetensors")
         saved_path, saved8_path = os.path.join(tmp, "s8p.safetensors"), os.path.join(tmp, "s8.safetensors")
-        for isa in ("generic", "avx2", "avx512"):
+        for isa in ("generic", "avx2", "avx512", "avx512vbmi"):
             ours, stats = run(binary, "paged_adamw_8bit", inputs, out, paged,
                               ["--steps", str(a8.STEPS), "--save-state", saved_path], isa)
             saved = load_file(saved_path)

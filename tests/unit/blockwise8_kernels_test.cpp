@@ -1,8 +1,8 @@
 // The 8-bit optimizers' block codec of every ISA this CPU runs (generic,
-// AVX2, AVX-512: Optim8bitKernels::quantize_state / dequantize_state) against
-// the scalar rule of blockwise8.h (quantize_blockwise / dequantize_blockwise,
-// which tests/reference/blockwise8_reference.py holds bit-equal to
-// bitsandbytes). The AVX-512 codec searches the code among the map's 255 steps
+// AVX2, AVX-512, AVX-512 with VBMI: Optim8bitKernels::quantize_state /
+// dequantize_state) against the scalar rule of blockwise8.h
+// (quantize_blockwise / dequantize_blockwise, which
+// tests/reference/blockwise8_reference.py holds bit-equal to bitsandbytes). The AVX-512 codec searches the code among the map's 255 steps
 // instead of reading the rounding table (code_search_avx512.h has the proof);
 // these cases check it exhaustively: every grid key 0..65535 at its exact
 // float boundary and the neighbours of that boundary, every midpoint between
@@ -43,6 +43,8 @@ std::vector<IsaKernels> runnable_variants() {
   if (best >= CpuIsa::Avx2) v.push_back({"avx2", b8::avx2_kernels()});
   if (best >= CpuIsa::Avx512) v.push_back({"avx512", b8::avx512_kernels()});
   else std::printf("note: no AVX-512 on this CPU; the avx512 codec is not run here\n");
+  if (best >= CpuIsa::Avx512 && __builtin_cpu_supports("avx512vbmi")) v.push_back({"avx512vbmi", b8::avx512vbmi_kernels()});
+  else std::printf("note: no AVX512-VBMI on this CPU; the avx512vbmi codec is not run here\n");
   return v;
 }
 

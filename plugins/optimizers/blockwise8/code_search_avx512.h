@@ -13,7 +13,11 @@
 // registers as their upper and lower 16-bit halves; per half VPERMT2W picks
 // among 64 entries by the low 6 bits of q, bits 6 and 7 select among four
 // results, and the halves are interleaved back into the float's 32 bits.
-// Same bits, same product, same value.
+// Built with AVX512-VBMI (optim8bit_kernel_avx512vbmi.cpp), the values sit as
+// four byte planes instead, and VPERMT2B picks 64 bytes at once among 128 by
+// the low 7 bits of q, bit 7 selects: 8 two-table permutes per 64 values
+// where the halves take 16, and on Intel cores VPERMT2B costs what VPERMT2W
+// does. Same bits either way, same product, same value.
 //
 // Requantize. Scalar rule (blockwise8.h, quantize_element.h), per element x
 // of a block with inv = 1 / absmax (fp32):
@@ -26,6 +30,10 @@
 //   multiply-add, and VCVTTPS2DQ, the truncation the scalar cast compiles to
 //   (NaN gives INT32_MIN). The 32 -> 16-bit pack (VPACKUSDW) saturates: keys
 //   in [0, 65535] pass unchanged, INT32_MIN becomes 0 = (uint16) INT32_MIN.
+// (1'') (n + 1) * 0.5 is exact: n + 1 rounds to 0 or to at least 2^-24 (the
+//   float next above -1 is -1 + 2^-24), never to a subnormal, so halving it
+//   rounds nothing. Hence fma((n + 1) * 0.5, 65535, 0.5) = fma(n + 1, 32767.5, 0.5)
+//   (32767.5 = 65535 / 2 has 16 significant bits: exact in fp32), one multiply less.
 // (1') The clamp is skipped when inv is a normal float: then inv = (1/absmax)(1 + d),
 //   |d| <= 2^-24, and every non-NaN x has |x| <= absmax, so |x * inv| <= 1 + 2^-24
 //   before rounding, which rounds to at most 1 (1 + 2^-24 is the tie between 1 and
@@ -77,9 +85,46 @@ struct VectorCodec {
     for (int l = 1; l < 6; ++l) levels_[l] = _mm512_loadu_si512(tree + (1 << l) - 1);
     for (int r = 0; r < 2; ++r) level6_[r] = _mm512_loadu_si512(tree + 63 + 32 * r);
     for (int r = 0; r < 4; ++r) level7_[r] = _mm512_loadu_si512(tree + 127 + 32 * r);  // [127, 255)
+#if defined(__AVX512VBMI__)
+    alignas(64) uint8_t planes[4][256];
+    for (int i = 0; i < 256; ++i) {
+      uint32_t u;
+      std::memcpy(&u, &map.code[i], 4);
+      for (int b = 0; b < 4; ++b) planes[b][i] = static_cast<uint8_t>(u >> (8 * b));
+    }
+    for (int b = 0; b < 4; ++b)
+      for (int r = 0; r < 4; ++r) planes_[b][r] = _mm512_load_si512(planes[b] + 64 * r);
+#endif
   }
 
   // out[j] = code[q[j]] * absmax, j < len.
+#if defined(__AVX512VBMI__)
+  void dequantize(const uint8_t* __restrict q, int64_t len, float absmax, float* __restrict out) const {
+    const __m512 a = _mm512_set1_ps(absmax);
+    // The unpacks below interleave within 128-bit lanes: byte 16L + 4k + d of
+    // the permuted codes becomes float 4L + d of output register k, so that
+    // byte holds code 16k + 4L + d.
+    alignas(64) static constexpr uint8_t kSpread[64] = {
+        0, 1, 2, 3, 16, 17, 18, 19, 32, 33, 34, 35, 48, 49, 50, 51,  4, 5, 6, 7, 20, 21, 22, 23, 36, 37, 38, 39, 52, 53, 54, 55,
+        8, 9, 10, 11, 24, 25, 26, 27, 40, 41, 42, 43, 56, 57, 58, 59, 12, 13, 14, 15, 28, 29, 30, 31, 44, 45, 46, 47, 60, 61, 62, 63};
+    const __m512i spread = _mm512_load_si512(kSpread);
+    int64_t j = 0;
+    for (; j + 64 <= len; j += 64) {
+      const __m512i idx = _mm512_permutexvar_epi8(spread, _mm512_loadu_si512(q + j));
+      const __mmask64 bit7 = _mm512_movepi8_mask(idx);
+      __m512i byte[4];  // byte b of each code's value
+      for (int b = 0; b < 4; ++b)
+        byte[b] = _mm512_mask_blend_epi8(bit7, _mm512_permutex2var_epi8(planes_[b][0], idx, planes_[b][1]),
+                                         _mm512_permutex2var_epi8(planes_[b][2], idx, planes_[b][3]));
+      const __m512i low01 = _mm512_unpacklo_epi8(byte[0], byte[1]), high01 = _mm512_unpackhi_epi8(byte[0], byte[1]);
+      const __m512i low23 = _mm512_unpacklo_epi8(byte[2], byte[3]), high23 = _mm512_unpackhi_epi8(byte[2], byte[3]);
+      const __m512i value[4] = {_mm512_unpacklo_epi16(low01, low23), _mm512_unpackhi_epi16(low01, low23),
+                                _mm512_unpacklo_epi16(high01, high23), _mm512_unpackhi_epi16(high01, high23)};
+      for (int k = 0; k < 4; ++k) _mm512_storeu_ps(out + j + 16 * k, _mm512_mul_ps(_mm512_castsi512_ps(value[k]), a));
+    }
+    for (; j < len; ++j) out[j] = map_.code[q[j]] * absmax;
+  }
+#else
   void dequantize(const uint8_t* __restrict q, int64_t len, float absmax, float* __restrict out) const {
     const __m512 a = _mm512_set1_ps(absmax);
     const __m512i bit6 = _mm512_set1_epi16(64), bit7 = _mm512_set1_epi16(128);
@@ -100,6 +145,7 @@ struct VectorCodec {
     }
     for (; j < len; ++j) out[j] = map_.code[q[j]] * absmax;
   }
+#endif
 
   // Codes of x[0, len) under inv = 1 / absmax, absmax = max |x| > 0 (NaN skipped).
   void requantize(const float* __restrict x, int64_t len, float inv, uint8_t* __restrict codes) const {
@@ -111,6 +157,18 @@ struct VectorCodec {
   template <bool kClamp>
   void requantize_with(const float* __restrict x, int64_t len, float inv, uint8_t* __restrict codes) const {
     const __m512 vinv = _mm512_set1_ps(inv);
+    int64_t j = 0;
+    for (; j + 128 <= len; j += 128) requantize_round<4, kClamp>(x + j, vinv, codes + j);
+    for (; j + 64 <= len; j += 64) requantize_round<2, kClamp>(x + j, vinv, codes + j);
+    for (; j < len; ++j) codes[j] = quantize_element(map_.lut.data(), x[j], inv);
+  }
+
+  // Codes of kChains x 32 elements. Independent searches advance level by
+  // level, so their long permute -> compare -> add chains overlap: four fill
+  // the pipeline alone; two serve 64-element slices, where the caller
+  // interleaves other work (the optimizer step's update).
+  template <int kChains, bool kClamp>
+  void requantize_round(const float* __restrict x, __m512 inv, uint8_t* __restrict codes) const {
     // The two packs interleave 128-bit lanes: dword d of the packed bytes holds
     // elements 16 * (d % 4) + 4 * (d / 4) .. +3; this permute puts them back in order.
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -118,23 +176,17 @@ struct VectorCodec {
     const __m512i rev_low = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15));
     const __m512i rev_high = _mm512_slli_epi16(rev_low, 4);  // bytes < 16: no carry across bytes
     const __m512i nibble = _mm512_set1_epi8(0x0f);
-    int64_t j = 0;
-    // 128 elements a round: four independent searches advance level by level,
-    // so the long permute -> compare -> add chains overlap.
-    for (; j + 128 <= len; j += 128) {
-      __m512i r[4];
-      for (int h = 0; h < 4; ++h)
-        r[h] = _mm512_packus_epi32(grid_keys<kClamp>(x + j + 32 * h, vinv), grid_keys<kClamp>(x + j + 32 * h + 16, vinv));
-      search_reversed4(r);
-      for (int h = 0; h < 2; ++h) {
-        const __m512i rr = _mm512_packus_epi16(r[2 * h], r[2 * h + 1]);
-        // reverse8(r) = reverse4(low nibble) << 4 | reverse4(high nibble)
-        const __m512i c = _mm512_or_si512(_mm512_shuffle_epi8(rev_high, _mm512_and_si512(rr, nibble)),
-                                          _mm512_shuffle_epi8(rev_low, _mm512_and_si512(_mm512_srli_epi16(rr, 4), nibble)));
-        _mm512_storeu_si512(codes + j + 64 * h, _mm512_permutexvar_epi32(order, c));
-      }
+    __m512i r[kChains];
+    for (int h = 0; h < kChains; ++h)
+      r[h] = _mm512_packus_epi32(grid_keys<kClamp>(x + 32 * h, inv), grid_keys<kClamp>(x + 32 * h + 16, inv));
+    search_reversed<kChains>(r);
+    for (int h = 0; h < kChains / 2; ++h) {
+      const __m512i rr = _mm512_packus_epi16(r[2 * h], r[2 * h + 1]);
+      // reverse8(r) = reverse4(low nibble) << 4 | reverse4(high nibble)
+      const __m512i c = _mm512_or_si512(_mm512_shuffle_epi8(rev_high, _mm512_and_si512(rr, nibble)),
+                                        _mm512_shuffle_epi8(rev_low, _mm512_and_si512(_mm512_srli_epi16(rr, 4), nibble)));
+      _mm512_storeu_si512(codes + 64 * h, _mm512_permutexvar_epi32(order, c));
     }
-    for (; j < len; ++j) codes[j] = quantize_element(map_.lut.data(), x[j], inv);
   }
 
   // The int32 grid key of 16 elements: grid_point's operations, lane by lane.
@@ -143,8 +195,7 @@ struct VectorCodec {
     const __m512 one = _mm512_set1_ps(1.0f), minus_one = _mm512_set1_ps(-1.0f), half = _mm512_set1_ps(0.5f);
     __m512 n = _mm512_mul_ps(_mm512_loadu_ps(x), inv);
     if constexpr (kClamp) n = _mm512_min_ps(one, _mm512_max_ps(minus_one, n));  // operand order keeps NaN (see above)
-    const __m512 t = _mm512_mul_ps(_mm512_add_ps(n, one), half);
-    return _mm512_cvttps_epi32(_mm512_fmadd_ps(t, _mm512_set1_ps(65535.0f), half));
+    return _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_add_ps(n, one), _mm512_set1_ps(32767.5f), half));  // (1'')
   }
 
   // 16-bit halves of the map's values for 32 codes (bits 6, 7 of each given as masks).
@@ -156,28 +207,32 @@ struct VectorCodec {
     return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, q0, q1), _mm512_mask_blend_epi16(b6, q2, q3));
   }
 
-  // reverse8(lut[k]) for 4 x 32 unsigned 16-bit keys, in place: the binary
-  // search of (3) above, decisions bit-reversed.
-  void search_reversed4(__m512i (&key)[4]) const {
-    __m512i r[4];
-    for (int h = 0; h < 4; ++h) r[h] = _mm512_setzero_si512();
+  // reverse8(lut[k]) for kChains x 32 unsigned 16-bit keys, in place: the
+  // binary search of (3) above, decisions bit-reversed.
+  template <int kChains>
+  void search_reversed(__m512i (&key)[kChains]) const {
+    __m512i r[kChains];
+    for (int h = 0; h < kChains; ++h) r[h] = _mm512_setzero_si512();
     const auto step = [&](int h, __m512i candidate, int level) {
       r[h] = _mm512_mask_add_epi16(r[h], _mm512_cmpge_epu16_mask(key[h], candidate), r[h],
                                    _mm512_set1_epi16(static_cast<short>(1 << level)));
     };
-    for (int h = 0; h < 4; ++h) step(h, root_, 0);  // one node
+    for (int h = 0; h < kChains; ++h) step(h, root_, 0);  // one node
     for (int l = 1; l < 6; ++l)
-      for (int h = 0; h < 4; ++h) step(h, _mm512_permutexvar_epi16(r[h], levels_[l]), l);  // r < 2^l <= 32
-    for (int h = 0; h < 4; ++h) step(h, _mm512_permutex2var_epi16(level6_[0], r[h], level6_[1]), 6);  // r < 64
-    for (int h = 0; h < 4; ++h) {  // r < 128: bit 6 picks the pair
+      for (int h = 0; h < kChains; ++h) step(h, _mm512_permutexvar_epi16(r[h], levels_[l]), l);  // r < 2^l <= 32
+    for (int h = 0; h < kChains; ++h) step(h, _mm512_permutex2var_epi16(level6_[0], r[h], level6_[1]), 6);  // r < 64
+    for (int h = 0; h < kChains; ++h) {  // r < 128: bit 6 picks the pair
       const __m512i low = _mm512_permutex2var_epi16(level7_[0], r[h], level7_[1]);
       const __m512i high = _mm512_permutex2var_epi16(level7_[2], r[h], level7_[3]);
       step(h, _mm512_mask_blend_epi16(_mm512_test_epi16_mask(r[h], _mm512_set1_epi16(64)), low, high), 7);
     }
-    for (int h = 0; h < 4; ++h) key[h] = r[h];
+    for (int h = 0; h < kChains; ++h) key[h] = r[h];
   }
 
   const QuantMap& map_;
   __m512i high_[8], low_[8];  // the values' upper and lower 16 bits
   __m512i root_, levels_[6], level6_[2], level7_[4];  // levels_[0] unused: root_
+#if defined(__AVX512VBMI__)
+  __m512i planes_[4][4];  // planes_[b][r]: byte b of the values of codes 64r .. 64r + 63
+#endif
 };

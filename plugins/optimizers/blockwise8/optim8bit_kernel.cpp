@@ -9,13 +9,17 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include "ftcore/sdk/cpu_isa.h"
 #include "ftcore/sdk/multi_tensor.h"
 
 namespace ftcore::plugins::blockwise8 {
 namespace {
 
 const Optim8bitKernels& kernels() {
-  return sdk::kernels_for_this_cpu(&generic_kernels, &avx2_kernels, &avx512_kernels);
+  static const Optim8bitKernels chosen = sdk::cpu_has_avx512_vbmi()
+                                             ? avx512vbmi_kernels()
+                                             : sdk::kernels_for_this_cpu(&generic_kernels, &avx2_kernels, &avx512_kernels);
+  return chosen;
 }
 
 template <typename T>

@@ -9,8 +9,8 @@
 // requantized with the block's new absmax (blockwise8.h; the AVX-512 build
 // does both in registers, code_search_avx512.h). Chunks of the
 // SDK's multi-tensor scheduler start at multiples of 65536, so every block
-// lies in one chunk. Compiled for generic x86-64, AVX2 and AVX-512, chosen at
-// run time (sdk/cpu_isa.h; FTCORE_CPU_ISA caps the choice).
+// lies in one chunk. Compiled for generic x86-64, AVX2, AVX-512 and AVX-512
+// with VBMI, chosen at run time (sdk/cpu_isa.h; FTCORE_CPU_ISA caps the choice).
 //
 // Adam (AdamW: decoupled weight decay), 8-bit state, g <- g * gnorm_scale:
 //   m <- beta1*m + (1-beta1)*g                  fused: fma(g, 1-beta1, m*beta1)
@@ -116,6 +116,7 @@ struct Optim8bitKernels {
 Optim8bitKernels generic_kernels();
 Optim8bitKernels avx2_kernels();
 Optim8bitKernels avx512_kernels();
+Optim8bitKernels avx512vbmi_kernels();  // AVX-512 with byte permutes (sdk::cpu_has_avx512_vbmi)
 
 // The sum of squares of a gradient (double accumulation, rounded to fp32 by
 // the caller's history), for percentile clipping.

@@ -72,16 +72,17 @@ struct ScalarCodec {
 using Codec = ScalarCodec;
 #endif
 
+// Codes of n elements of a block whose new absmax is known.
+inline void requantize_slice(const Codec& codec, const float* x, int64_t n, float absmax, uint8_t* codes) {
+  if (absmax == 0.0f) std::memset(codes, 0, static_cast<size_t>(n));
+  else codec.requantize(x, n, 1.0f / absmax, codes);
+}
+
 // Requantizes one block (len <= 256) of fp32 state: new absmax, then codes.
 inline void requantize_block(const float* __restrict x, int64_t len, const Codec& codec, uint8_t* __restrict codes,
                              float* __restrict absmax) {
-  const float amax = block_absmax(x, len);
-  *absmax = amax;
-  if (amax == 0.0f) {
-    std::memset(codes, 0, static_cast<size_t>(len));
-    return;
-  }
-  codec.requantize(x, len, 1.0f / amax, codes);
+  *absmax = block_absmax(x, len);
+  requantize_slice(codec, x, len, *absmax, codes);
 }
 
 // Whole states in blocks of 256, for the tests of each ISA's codec.
@@ -112,6 +113,42 @@ inline void prefetch_block(const T* p, const T* g, bool in_range) {
 
 inline float sign_of(float c) { return static_cast<float>((c > 0.0f) - (c < 0.0f)); }
 
+// One block's fp32 state between its update and its requantization.
+struct AdamBlock {
+  alignas(64) float m[kStateBlock];
+  alignas(64) float v[kStateBlock];
+  int64_t start = 0, len = 0;  // the block's elements [start, start + len); len 0: none
+};
+
+// Elements of a block per step of the pipeline in adam_chunk: one round of
+// four searches in the AVX-512 codec (64-element slices, two searches a
+// round, measured slower: their chains wait on each other).
+inline constexpr int64_t kAdamSlice = 128;
+
+// The 8-bit Adam update of n elements whose state was dequantized into m, v.
+template <typename T>
+inline void adam_update(const Adam8bitScalars& s, const T* __restrict g, T* __restrict p, float* __restrict m,
+                        float* __restrict v, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float gi = static_cast<float>(g[j]) * s.gnorm_scale;
+    const float mi = std::fma(gi, s.one_minus_beta1, m[j] * s.beta1);
+    // ATen's addcmul is one fused multiply-add: fma(value * g, g, v).
+    const float vi = std::fma(s.one_minus_beta2 * gi, gi, v[j] * s.beta2);
+    m[j] = mi;
+    v[j] = vi;
+    const float denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
+    p[j] = static_cast<T>(static_cast<float>(p[j]) * s.decay + s.neg_lr_over_bc1 * mi / denom);
+  }
+}
+
+// Two blocks in flight: each slice of block b - 1 (whose new absmax is known)
+// is requantized, then the same slice of block b is dequantized and updated,
+// in one loop. The update waits on the divider (two divisions and a square
+// root per element), the codecs on the shuffle port; within one instruction
+// window they overlap in part, where whole-block phases ran one after the
+// other (docs/benchmarks.md, stop 28; issuing the search before the update
+// measured faster than after it). Same operations on the same values as
+// block by block.
 template <typename T>
 void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
   T* __restrict p = static_cast<T*>(t.param);
@@ -132,33 +169,36 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
     return;
   }
   const Codec codec1(signed_quant_map()), codec2(unsigned_quant_map());
-  alignas(64) float m[kStateBlock];
-  alignas(64) float v[kStateBlock];
+  AdamBlock blocks[2];
+  AdamBlock* cur = &blocks[0];
+  AdamBlock* prev = &blocks[1];
+  const auto requantize_prev = [&](int64_t j) {
+    const int64_t n = std::min(kAdamSlice, prev->len - j), at = prev->start + j, blk = prev->start / kStateBlock;
+    requantize_slice(codec1, prev->m + j, n, t.absmax1[blk], t.state1 + at);
+    requantize_slice(codec2, prev->v + j, n, t.absmax2[blk], t.state2 + at);
+  };
   for (int64_t b0 = begin; b0 < end; b0 += kStateBlock) {
     const int64_t len = std::min(kStateBlock, end - b0);
     const int64_t blk = b0 / kStateBlock;
+    prefetch_block(p + b0 + 2 * kStateBlock, g + b0 + 2 * kStateBlock, b0 + 2 * kStateBlock < end);
+    cur->start = b0;
+    cur->len = len;
     const float a1 = t.absmax1[blk], a2 = t.absmax2[blk];
-    const uint8_t* __restrict q1 = t.state1 + b0;
-    const uint8_t* __restrict q2 = t.state2 + b0;
-    T* __restrict pb = p + b0;
-    const T* __restrict gb = g + b0;
-    prefetch_block(pb + 2 * kStateBlock, gb + 2 * kStateBlock, b0 + 2 * kStateBlock < end);
-    // Dequantize first, then update in a loop of float arithmetic only (it vectorizes).
-    codec1.dequantize(q1, len, a1, m);
-    codec2.dequantize(q2, len, a2, v);
-    for (int64_t j = 0; j < len; ++j) {
-      const float gi = static_cast<float>(gb[j]) * s.gnorm_scale;
-      const float mi = std::fma(gi, s.one_minus_beta1, m[j] * s.beta1);
-      // ATen's addcmul is one fused multiply-add: fma(value * g, g, v).
-      const float vi = std::fma(s.one_minus_beta2 * gi, gi, v[j] * s.beta2);
-      m[j] = mi;
-      v[j] = vi;
-      const float denom = std::sqrt(vi) / s.bias_correction2_sqrt + s.eps;
-      pb[j] = static_cast<T>(static_cast<float>(pb[j]) * s.decay + s.neg_lr_over_bc1 * mi / denom);
+    for (int64_t j = 0; j < std::max(len, prev->len); j += kAdamSlice) {
+      if (j < prev->len) requantize_prev(j);
+      if (j < len) {
+        // Dequantize first, then update in a loop of float arithmetic only (it vectorizes).
+        const int64_t n = std::min(kAdamSlice, len - j);
+        codec1.dequantize(t.state1 + b0 + j, n, a1, cur->m + j);
+        codec2.dequantize(t.state2 + b0 + j, n, a2, cur->v + j);
+        adam_update(s, g + b0 + j, p + b0 + j, cur->m + j, cur->v + j, n);
+      }
     }
-    requantize_block(m, len, codec1, t.state1 + b0, t.absmax1 + blk);
-    requantize_block(v, len, codec2, t.state2 + b0, t.absmax2 + blk);
+    t.absmax1[blk] = block_absmax(cur->m, len);
+    t.absmax2[blk] = block_absmax(cur->v, len);
+    std::swap(cur, prev);
   }
+  for (int64_t j = 0; j < prev->len; j += kAdamSlice) requantize_prev(j);
 }
 
 template <typename T>
