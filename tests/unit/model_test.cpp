@@ -2,8 +2,9 @@
 // tests/reference/model_reference.py with a fixed seed) for every supported
 // feature, the default model in fp32 and bf16 when it is set up, greedy
 // generation; and self-consistency: packed rows vs sequences alone, KV-cache
-// decoding vs full recompute, checkpointed vs plain gradients, Linear slots,
-// loading errors. Shapes: B rows, T tokens, V vocabulary.
+// decoding vs full recompute, checkpointed vs plain gradients (and the tied
+// lm_head's in-place gradient sum taken in fp32), Linear slots, loading
+// errors. Shapes: B rows, T tokens, V vocabulary.
 #include <fstream>
 
 #include <ATen/ATen.h>
@@ -13,6 +14,7 @@
 #include "ftcore/model_generation.h"
 #include "ftcore/runtime.h"
 #include "ftcore/safetensors.h"
+#include "../../core/src/model/tied_embedding_gradient.h"
 #include "model_reference_support.h"
 #include "test_support.h"
 
@@ -140,6 +142,7 @@ TEST(ModelTest, GradientCheckpointingGivesIdenticalGradients) {
     for (auto& p : model->named_parameters())
       p.tensor.set_requires_grad(!(freeze_embedding && p.name == "model.embed_tokens.weight"));
     std::map<std::string, at::Tensor> grads[2];
+    const int64_t sums_before = ftcore::model::tied_gradient_sums_taken();
     for (int mode = 0; mode < 2; ++mode) {
       model->set_gradient_checkpointing(mode == 1);
       model->module().zero_grad();
@@ -150,6 +153,8 @@ TEST(ModelTest, GradientCheckpointingGivesIdenticalGradients) {
       for (auto& p : model->named_parameters())
         if (p.tensor.grad().defined()) grads[mode][p.name] = p.tensor.grad().clone();
     }
+    // The tied lm_head's gradient took the embedding's rows in place, in fp32 too (tied_embedding_gradient.h).
+    EXPECT_EQ(ftcore::model::tied_gradient_sums_taken() - sums_before, freeze_embedding ? 0 : 2);
     ASSERT_EQ(grads[0].size(), grads[1].size());
     ASSERT_EQ(grads[0].size(), model->named_parameters().size() - (freeze_embedding ? 1 : 0));
     double worst = 0;

@@ -2,9 +2,11 @@
 // under CPU autocast (bf16 and fp16) over a trainable fp32 weight, with
 // autograd's own backward. Output, input gradient and weight gradient must
 // be equal bit for bit, for 2-D and 3-D inputs in fp32 and in the autocast
-// dtype, one row and many, with and without an input gradient; the cases it
-// must leave to at::linear (bias, no autocast, no graph, frozen or
-// non-contiguous weight, strided or double input) are refused.
+// dtype, one row and many, with and without an input gradient; and without
+// autocast, as a tied lm_head, against at::linear in fp32. The cases it must
+// leave to at::linear (bias, no autocast unless tied, no graph, frozen or
+// non-contiguous weight, strided or double input, a non-fp32 input to a tied
+// head without autocast) are refused.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -32,17 +34,21 @@ struct Gradients {
   at::Tensor y, x_grad, weight_grad;
 };
 
-// y = linear(x, weight) under autocast, then backward of sum(y * upstream) in fp32.
+// y = linear(x, weight) under autocast in `autocast_dtype` (kFloat: autocast
+// off, the weight a tied lm_head's), then backward of sum(y * upstream) in fp32.
 Gradients run(const at::Tensor& x_source, const at::Tensor& weight_source, const at::Tensor& upstream,
               at::ScalarType autocast_dtype, bool x_needs_grad, bool recast) {
   at::Tensor x = x_source.clone().requires_grad_(x_needs_grad);
   at::Tensor weight = weight_source.clone().requires_grad_(true);
   at::Tensor y;
   {
-    ftcore::train::AutocastScope autocast(autocast_in(autocast_dtype), at::kCPU);
+    const bool autocast_on = autocast_dtype != at::kFloat;
+    const bool tied = !autocast_on;
+    ftcore::train::AutocastScope autocast(autocast_on ? autocast_in(autocast_dtype) : ftcore::train::Precision{},
+                                          at::kCPU);
     if (recast) {
-      EXPECT_TRUE(recasting_weight_applies(x, weight, at::Tensor()));
-      y = linear_recasting_weight(x, weight);
+      EXPECT_TRUE(recasting_weight_applies(x, weight, at::Tensor(), tied));
+      y = linear_recasting_weight(x, weight, tied);
     } else {
       y = at::linear(x, weight);
     }
@@ -56,10 +62,11 @@ Gradients run(const at::Tensor& x_source, const at::Tensor& weight_source, const
 TEST(RecastWeightLinear, EqualsAutocastLinearBitForBit) {
   at::manual_seed(5);
   const std::vector<std::vector<int64_t>> input_shapes = {{5, 7}, {1, 64}, {2, 9, 16}, {3, 1, 64}, {4, 33, 96}, {2, 3, 4, 24}};
-  for (const at::ScalarType autocast_dtype : {at::kBFloat16, at::kHalf})
+  for (const at::ScalarType autocast_dtype : {at::kBFloat16, at::kHalf, at::kFloat})  // kFloat: off, a tied head
     for (const auto& shape : input_shapes)
       for (const int64_t out : {1, 8, 48})
-        for (const at::ScalarType x_dtype : {at::kFloat, autocast_dtype})
+        for (const at::ScalarType x_dtype : autocast_dtype == at::kFloat ? std::vector<at::ScalarType>{at::kFloat}
+                                                                         : std::vector<at::ScalarType>{at::kFloat, autocast_dtype})
           for (const bool x_needs_grad : {true, false}) {
             const at::Tensor x = at::randn(shape).to(x_dtype);
             const at::Tensor weight = at::randn({out, shape.back()}) * 0.2;
@@ -82,6 +89,9 @@ TEST(RecastWeightLinear, LeavesOtherCasesToAtLinear) {
   const at::Tensor x = at::randn({2, 3, 8});
   const at::Tensor weight = at::randn({4, 8}).requires_grad_(true);
   EXPECT_FALSE(recasting_weight_applies(x, weight, at::Tensor())) << "no autocast";
+  EXPECT_TRUE(recasting_weight_applies(x, weight, at::Tensor(), /*tied_to_embedding=*/true)) << "no autocast, tied";
+  EXPECT_FALSE(recasting_weight_applies(x.to(at::kBFloat16), weight, at::Tensor(), true))
+      << "no autocast, tied, a bf16 input (at::linear throws on it)";
   ftcore::train::AutocastScope autocast(autocast_in(at::kBFloat16), at::kCPU);
   EXPECT_TRUE(recasting_weight_applies(x, weight, at::Tensor()));
   EXPECT_FALSE(recasting_weight_applies(x, weight, at::zeros({4}))) << "a bias";

@@ -2,11 +2,11 @@
 // against autograd's own sum. First the in-place sum against G1 +
 // at::embedding_dense_backward: -0 rows, int32 ids, and a vocabulary large
 // enough that embedding_dense_backward splits its rows between threads. Then
-// whole backward passes of a tied pair against at::embedding + autocast's
-// at::linear: one pass, two accumulated passes, passes where only one use of
-// the weight is in the graph (no offer, or an offer no embedding takes), a
-// third use of the weight whose gradient arrives before or after the offered
-// one, and create_graph.
+// whole backward passes of a tied pair against at::embedding + at::linear,
+// under bf16 autocast and in fp32: one pass, two accumulated passes, passes
+// where only one use of the weight is in the graph (no offer, or an offer no
+// embedding takes), a third use of the weight whose gradient arrives before
+// or after the offered one, and create_graph.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -59,12 +59,13 @@ struct Pass {
 };
 
 // loss = sum(lm_head(h * 0.5 + 1) * upstream) with h = embedding(weight, ids), the weight tied,
-// plus the direct use.
+// plus the direct use; under bf16 autocast (a bf16 run) or without it (fp32).
 void tied_pass(const at::Tensor& weight, const at::Tensor& ids, const at::Tensor& upstream, bool ours, Pass pass,
-               bool create_graph = false) {
+               bool create_graph = false, bool autocast_on = true) {
   at::Tensor loss = at::zeros({});
   {
-    ftcore::train::AutocastScope autocast({"bf16", true, at::kBFloat16}, at::kCPU);
+    ftcore::train::AutocastScope autocast(
+        autocast_on ? ftcore::train::Precision{"bf16", true, at::kBFloat16} : ftcore::train::Precision{}, at::kCPU);
     const at::Tensor direct_first = pass.direct == DirectUse::recorded_first ? (weight * 0.25).sum() : at::zeros({});
     const at::Tensor h = pass.use_embedding ? (ours ? ftcore::model::embedding_summing_into_tied_head(weight, ids)
                                                     : at::embedding(weight, ids))
@@ -100,21 +101,24 @@ TEST(TiedEmbeddingGradient, BackwardEqualsAutograd) {
   // one (InputBuffer::accumulate), the offered tensor dies, and the embedding
   // takes the dense path.
   const std::vector<int64_t> sums_expected = {1, 2, 0, 1, 1, 0};
-  for (size_t s = 0; s < schedules.size(); ++s) {
-    const int64_t sums_before = ftcore::model::tied_gradient_sums_taken();
-    at::manual_seed(20 + static_cast<int64_t>(s));
-    const at::Tensor source = at::randn({vocab, hidden}) * 0.3;
-    at::Tensor theirs = source.clone().requires_grad_(true), mine = source.clone().requires_grad_(true);
-    for (const Pass pass : schedules[s]) {
-      const at::Tensor ids = at::randint(0, vocab, {2, 9}, at::kLong);
-      const at::Tensor upstream = at::randn({2, 9, vocab});
-      at::manual_seed(99);
-      tied_pass(theirs, ids, upstream, false, pass);
-      at::manual_seed(99);
-      tied_pass(mine, ids, upstream, true, pass);
+  for (const bool autocast_on : {true, false}) {
+    for (size_t s = 0; s < schedules.size(); ++s) {
+      const int64_t sums_before = ftcore::model::tied_gradient_sums_taken();
+      at::manual_seed(20 + static_cast<int64_t>(s));
+      const at::Tensor source = at::randn({vocab, hidden}) * 0.3;
+      at::Tensor theirs = source.clone().requires_grad_(true), mine = source.clone().requires_grad_(true);
+      for (const Pass pass : schedules[s]) {
+        const at::Tensor ids = at::randint(0, vocab, {2, 9}, at::kLong);
+        const at::Tensor upstream = at::randn({2, 9, vocab});
+        at::manual_seed(99);
+        tied_pass(theirs, ids, upstream, false, pass, false, autocast_on);
+        at::manual_seed(99);
+        tied_pass(mine, ids, upstream, true, pass, false, autocast_on);
+      }
+      const std::string where = "schedule " + std::to_string(s) + (autocast_on ? ", bf16 autocast" : ", fp32");
+      EXPECT_TRUE(same_bits(mine.grad(), theirs.grad())) << where;
+      EXPECT_EQ(ftcore::model::tied_gradient_sums_taken() - sums_before, sums_expected[s]) << where;
     }
-    EXPECT_TRUE(same_bits(mine.grad(), theirs.grad())) << "schedule " << s;
-    EXPECT_EQ(ftcore::model::tied_gradient_sums_taken() - sums_before, sums_expected[s]) << "schedule " << s;
   }
 }
 

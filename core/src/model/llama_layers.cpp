@@ -40,7 +40,8 @@ DenseLinear::DenseLinear(const at::Tensor& weight) : shares_weight_(true) {
 }
 
 at::Tensor DenseLinear::forward(const at::Tensor& x) {
-  if (recasting_weight_applies(x, weight_, bias_)) return linear_recasting_weight(x, weight_, shares_weight_);
+  if (recasting_weight_applies(x, weight_, bias_, shares_weight_))
+    return linear_recasting_weight(x, weight_, shares_weight_);
   if (!PackedFrozenWeight::applies(x, weight_, bias_)) return at::linear(x, weight_for_autocast(), bias_);
   if (!packed_) packed_ = std::make_shared<PackedFrozenWeight>();
   return packed_->linear(x, weight_, bias_);

@@ -61,15 +61,21 @@ class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> 
 
 }  // namespace
 
-bool recasting_weight_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
-  return !bias.defined() && x.device().is_cpu() && weight.device().is_cpu() &&
-         at::autocast::is_autocast_enabled(at::kCPU) && weight.scalar_type() == at::kFloat && weight.is_leaf() &&
-         weight.is_contiguous() && records_graph({weight}) && x.dim() >= 2 && x.is_contiguous() &&
-         x.is_floating_point() && x.scalar_type() != at::kDouble && x.layout() == at::kStrided;
+bool recasting_weight_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                              bool tied_to_embedding) {
+  const bool autocast = at::autocast::is_autocast_enabled(at::kCPU);
+  // Without autocast, at::linear of an fp32 weight takes an fp32 x only (else it throws): so do we.
+  const bool fp32_tied_head = !autocast && tied_to_embedding && x.scalar_type() == at::kFloat;
+  return !bias.defined() && x.device().is_cpu() && weight.device().is_cpu() && (autocast || fp32_tied_head) &&
+         weight.scalar_type() == at::kFloat && weight.is_leaf() && weight.is_contiguous() && records_graph({weight}) &&
+         x.dim() >= 2 && x.is_contiguous() && x.is_floating_point() && x.scalar_type() != at::kDouble &&
+         x.layout() == at::kStrided;
 }
 
 at::Tensor linear_recasting_weight(const at::Tensor& x, const at::Tensor& weight, bool tied_to_embedding) {
-  return RecastWeightLinear::apply(x, weight, at::autocast::get_autocast_dtype(at::kCPU), tied_to_embedding);
+  const at::ScalarType dtype =
+      at::autocast::is_autocast_enabled(at::kCPU) ? at::autocast::get_autocast_dtype(at::kCPU) : at::kFloat;
+  return RecastWeightLinear::apply(x, weight, dtype, tied_to_embedding);
 }
 
 }  // namespace ftcore::model
