@@ -26,19 +26,21 @@
 // (1) The key. The vector code performs the same IEEE operations on each lane:
 //   x * inv, the clamp as max(-1, n) then min(1, n) (VMAXPS/VMINPS return
 //   their second operand when either is NaN, so a NaN n stays NaN exactly as
-//   the scalar n < -1 ? -1 : (n > 1 ? 1 : n) keeps it), + 1, * 0.5, one fused
-//   multiply-add, and VCVTTPS2DQ, the truncation the scalar cast compiles to
-//   (NaN gives INT32_MIN). The 32 -> 16-bit pack (VPACKUSDW) saturates: keys
-//   in [0, 65535] pass unchanged, INT32_MIN becomes 0 = (uint16) INT32_MIN.
-// (1'') (n + 1) * 0.5 is exact: n + 1 rounds to 0 or to at least 2^-24 (the
-//   float next above -1 is -1 + 2^-24), never to a subnormal, so halving it
-//   rounds nothing. Hence fma((n + 1) * 0.5, 65535, 0.5) = fma(n + 1, 32767.5, 0.5)
-//   (32767.5 = 65535 / 2 has 16 significant bits: exact in fp32), one multiply less.
+//   the scalar n < -1 ? -1 : (n > 1 ? 1 : n) keeps it), + 1, then (1'') one
+//   fused multiply-add for the scalar's * 0.5 and its fused multiply-add, and
+//   VCVTTPS2DQ, the truncation the scalar cast compiles to (NaN gives
+//   INT32_MIN). The 32 -> 16-bit pack (VPACKUSDW) saturates: keys in
+//   [0, 65535] pass unchanged, INT32_MIN becomes 0 = (uint16) INT32_MIN.
 // (1') The clamp is skipped when inv is a normal float: then inv = (1/absmax)(1 + d),
 //   |d| <= 2^-24, and every non-NaN x has |x| <= absmax, so |x * inv| <= 1 + 2^-24
 //   before rounding, which rounds to at most 1 (1 + 2^-24 is the tie between 1 and
 //   1 + 2^-23 and goes to the even 1): clamping would change nothing, and a NaN
 //   is not clamped either way. (A subnormal or infinite inv keeps the clamp.)
+// (1'') (n + 1) * 0.5 is exact: n is in [-1, 1] (or NaN), and n + 1 rounds to 0
+//   or to at least 2^-24 (the float next above -1 is -1 + 2^-24), never to a
+//   subnormal, so halving it rounds nothing. Hence
+//   fma((n + 1) * 0.5, 65535, 0.5) = fma(n + 1, 32767.5, 0.5) (32767.5 = 65535 / 2
+//   has 16 significant bits: exact in fp32), one multiply less; a NaN stays NaN.
 // (2) The code as a count. lut[k] = #{i : mid_i < grid(k)} with grid(k)
 //   non-decreasing in k (make_quant_map), so lut is non-decreasing with
 //   lut[65535] = 255 (make_quant_map checks it). With
