@@ -11,13 +11,17 @@
 # The three skip the shared precompiled header: it was built without these flags.
 # The properties are set in <target>'s directory (TARGET_DIRECTORY), so a
 # subdirectory may add kernels to a target its parent created.
+# The default AVX-512 flags, also for a kernel's extra AVX-512 variant (e.g.
+# with -mavx512vbmi added, picked by sdk::cpu_has_avx512_vbmi()).
+set(FTCORE_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mfma -mprefer-vector-width=512)
+
 function(ftcore_add_isa_sources target stem)
   cmake_parse_arguments(ARG "" "" "FLAGS;AVX2_FLAGS;AVX512_FLAGS" ${ARGN})
   if(NOT ARG_AVX2_FLAGS)
     set(ARG_AVX2_FLAGS -mavx2 -mfma)
   endif()
   if(NOT ARG_AVX512_FLAGS)
-    set(ARG_AVX512_FLAGS -mavx512f -mavx512bw -mavx512vl -mfma -mprefer-vector-width=512)
+    set(ARG_AVX512_FLAGS ${FTCORE_AVX512_FLAGS})
   endif()
   set(_dir "${CMAKE_CURRENT_SOURCE_DIR}")
   set(_generic "${_dir}/${stem}_generic.cpp")
