@@ -6,7 +6,8 @@
 // autocast, as a tied lm_head, against at::linear in fp32. The cases it must
 // leave to at::linear (bias, no autocast unless tied, no graph, frozen or
 // non-contiguous weight, strided or double input, a non-fp32 input to a tied
-// head without autocast) are refused.
+// head without autocast) are refused. bf16 GEMMs are libtorch's here
+// (FTCORE_WIDEN_BF16_GEMM=0); widened_gemm_test covers the widened ones.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -60,6 +61,8 @@ Gradients run(const at::Tensor& x_source, const at::Tensor& weight_source, const
 }  // namespace
 
 TEST(RecastWeightLinear, EqualsAutocastLinearBitForBit) {
+  // libtorch's bf16 GEMM on both sides (widened_gemm_test checks the widened one).
+  ftcore::testing::ScopedEnv libtorch_gemm("FTCORE_WIDEN_BF16_GEMM", "0");
   at::manual_seed(5);
   const std::vector<std::vector<int64_t>> input_shapes = {{5, 7}, {1, 64}, {2, 9, 16}, {3, 1, 64}, {4, 33, 96}, {2, 3, 4, 24}};
   for (const at::ScalarType autocast_dtype : {at::kBFloat16, at::kHalf, at::kFloat})  // kFloat: off, a tied head

@@ -20,12 +20,14 @@
 #include "../../core/src/util/thread_registry.h"
 #include "ftcore/diagnostics.h"
 #include "ftcore/runtime.h"
+#include "test_support.h"
 
 namespace fs = std::filesystem;
 using ftcore::SlotCensus;
 using ftcore::ThreadPolicy;
 using ftcore::ThreadRegistry;
 using ftcore::ThreadSlot;
+using ftcore::testing::ScopedEnv;
 
 namespace {
 
@@ -75,28 +77,6 @@ void kill_holder(const ForeignHolder& h) {
   int status = 0;
   ::waitpid(h.pid, &status, 0);
 }
-
-// Sets (or with nullopt unsets) a variable for one test, restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value->c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 }  // namespace
 

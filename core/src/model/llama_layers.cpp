@@ -27,6 +27,7 @@
 #include "reusable_in_place.h"
 #include "short_row_attention.h"
 #include "tied_embedding_gradient.h"
+#include "widened_gemm.h"
 
 namespace ftcore::model {
 
@@ -42,7 +43,11 @@ DenseLinear::DenseLinear(const at::Tensor& weight) : shares_weight_(true) {
 at::Tensor DenseLinear::forward(const at::Tensor& x) {
   if (recasting_weight_applies(x, weight_, bias_, shares_weight_))
     return linear_recasting_weight(x, weight_, shares_weight_);
-  if (!PackedFrozenWeight::applies(x, weight_, bias_)) return at::linear(x, weight_for_autocast(), bias_);
+  if (!PackedFrozenWeight::applies(x, weight_, bias_)) {
+    const at::Tensor& weight = weight_for_autocast();
+    if (frozen_weight_linear_widens(x, weight, bias_)) return linear_on_frozen_weight(x, weight, bias_);
+    return at::linear(x, weight, bias_);
+  }
   if (!packed_) packed_ = std::make_shared<PackedFrozenWeight>();
   return packed_->linear(x, weight_, bias_);
 }

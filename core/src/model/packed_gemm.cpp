@@ -3,8 +3,6 @@
 // Shapes: N rows of x (all leading dims), K = in_features, M = out_features.
 #include "packed_gemm.h"
 
-#include <cpuid.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -14,6 +12,8 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
+
+#include "../util/cpu_features.h"
 
 namespace ftcore::model {
 
@@ -45,16 +45,6 @@ const OneDnnOps& onednn_ops() {
   return ops;
 }
 
-bool on_intel_cpu() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &ebx, 4);
-  std::memcpy(vendor + 4, &edx, 4);
-  std::memcpy(vendor + 8, &ecx, 4);
-  return std::strcmp(vendor, "GenuineIntel") == 0;
-}
-
 // MKL picks its fast fp32 kernels by CPU vendor: on Intel (AVX-512 + AMX, the
 // 2-core machines of docs/benchmarks.md) at::linear ran the default model's
 // fp32 shapes 0.96-1.06x of the packed path, so packing would only cost the
@@ -65,7 +55,7 @@ bool turned_off() {
     const char* v = std::getenv("FTCORE_PACKED_GEMM");
     if (v && std::strcmp(v, "0") == 0) return true;
     if (v && std::strcmp(v, "1") == 0) return false;
-    return on_intel_cpu();
+    return util::on_intel_cpu();
   }();
   return off;
 }

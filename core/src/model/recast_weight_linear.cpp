@@ -5,8 +5,10 @@
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "linear_rows.h"
 #include "records_graph.h"
 #include "tied_embedding_gradient.h"
+#include "widened_gemm.h"
 
 namespace ftcore::model {
 
@@ -14,15 +16,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// x folded to [rows, in], as at::matmul folds a contiguous input for mm.
-at::Tensor rows_of(const at::Tensor& x) { return x.reshape({-1, x.size(-1)}); }
-
-std::vector<int64_t> output_sizes(const at::Tensor& x, int64_t out_features) {
-  std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 1);
-  sizes.push_back(out_features);
-  return sizes;
-}
 
 class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> {
  public:
@@ -33,7 +26,7 @@ class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> 
     ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["tied"] = tied_to_embedding;
-    return at::_unsafe_view(rows_of(low_x).mm(weight.to(dtype).t()), output_sizes(x, weight.size(0)));
+    return at::_unsafe_view(low_precision_mm(rows_of(low_x), weight.to(dtype).t()), sizes_with_last(x, weight.size(0)));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -47,12 +40,12 @@ class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> 
     at::Tensor grad_x, grad_weight;
     if (ctx->needs_input_grad(0)) {
       // MmBackward0 for a row-major mat1: grad.mm(mat2.t()), mat2 = weight^T.
-      grad_x = grad.mm(weight.to(dtype)).view(low_x.sizes()).to(x_dtype);
+      grad_x = low_precision_mm(grad, weight.to(dtype)).view(low_x.sizes()).to(x_dtype);
     }
     if (ctx->needs_input_grad(1)) {
       // mat2 = weight^T is column-major, so MmBackward0 forms (grad^T mm x)^T and
       // TBackward0 transposes it back: grad^T mm x, then ToCopyBackward0's cast.
-      grad_weight = grad.t().mm(rows_of(low_x)).to(weight.scalar_type());
+      grad_weight = low_precision_mm(grad.t(), rows_of(low_x)).to(weight.scalar_type());
       if (ctx->saved_data["tied"].toBool()) offer_tied_head_gradient(weight, grad_weight);
     }
     return {grad_x, grad_weight, at::Tensor(), at::Tensor()};

@@ -5,25 +5,19 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
-#include <ATen/cpu/Utils.h>
 
 #include "../util/all_finite.h"
+#include "../util/cpu_features.h"
 
 namespace ftcore::train {
 
 namespace {
 
-bool capability(const char* name) {
-  const auto caps = at::cpu::get_cpu_capabilities();
-  auto it = caps.find(name);
-  return it != caps.end() && it->second.isBool() && it->second.toBool();
-}
-
 // AMX tiles make bf16 matmuls several times faster than fp32; AVX512-BF16's
 // dot products alone do not pay for autocast's casts (measured: LoRA on the
 // default model ran 189 tokens/s in bf16 vs 198 in fp32 on an AVX512-BF16
 // CPU without AMX, docs/benchmarks.md), so "auto" wants AMX.
-bool cpu_has_native_bf16() { return capability("amx_bf16"); }
+bool cpu_has_native_bf16() { return util::cpu_has_amx_bf16(); }
 
 }  // namespace
 

@@ -1,0 +1,111 @@
+// widened_gemm.h: the CPU choice, the widened GEMM and the frozen-weight Linear node.
+#include "widened_gemm.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "../util/cpu_features.h"
+#include "linear_rows.h"
+#include "ftcore/sdk/cpu_isa.h"
+
+namespace ftcore::model {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+bool widening_pays_on_this_cpu() {
+  static const bool pays = util::on_intel_cpu() && sdk::detect_cpu_isa() == sdk::CpuIsa::Avx512 &&
+                           !util::cpu_has_amx_bf16();
+  return pays;
+}
+
+// The widened GEMM saves about 2.5 ps per multiply-add (170 vs 300 GFLOP/s)
+// and its casts cost about 0.3 ns per operand element (read 2 bytes, write 4),
+// so it pays where the multiply-adds per cast element, m k n / (m k + k n),
+// exceed about 60: not for the lm_head over a step's few target rows (33 x 576
+// x 49152, where casting the weight took 188 ms), nor LoRA's rank-8 products.
+constexpr int64_t kMinMultiplyAddsPerCastElement = 64;
+
+bool pays_for_its_casts(const at::Tensor& a, const at::Tensor& b) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  return m * k * n >= kMinMultiplyAddsPerCastElement * (m * k + k * n);
+}
+
+// t in fp32, in t's layout, so MKL gets the transposes at::mm would give it.
+// A transposed operand (W^T) is cast as its contiguous self and transposed
+// back: at::Tensor::to of the transposed view took 3.5-4.5x as long.
+at::Tensor widened(const at::Tensor& t) {
+  if (!t.is_contiguous() && t.t().is_contiguous()) return t.t().to(at::kFloat).t();
+  return t.to(at::kFloat);
+}
+
+// y = x W^T (+ b) on a frozen weight: the bias and the weight get no gradient,
+// so backward is the input gradient alone, grad W (MmBackward0's grad x mat2^T).
+class FrozenWeightLinear : public torch::autograd::Function<FrozenWeightLinear> {
+ public:
+  // The bias is an optional: autograd's input bookkeeping takes no undefined tensor.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& low_x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias) {
+    ctx->save_for_backward({weight});
+    return at::_unsafe_view(low_precision_mm(rows_of(low_x), weight.t(), bias.value_or(at::Tensor())),
+                            sizes_with_last(low_x, weight.size(0)));
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    TORCH_CHECK(!at::GradMode::is_enabled(), "frozen weight linear: no double backward (create_graph)");
+    const at::Tensor weight = ctx->get_saved_variables()[0];
+    const at::Tensor& grad = grad_outputs[0];
+    at::Tensor grad_x;
+    if (ctx->needs_input_grad(0)) {
+      grad_x = low_precision_mm(rows_of(grad), weight).view(sizes_with_last(grad, weight.size(1)));
+    }
+    return {grad_x, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool widens_bf16_gemms() {
+  const char* v = std::getenv("FTCORE_WIDEN_BF16_GEMM");
+  if (v && std::strcmp(v, "0") == 0) return false;
+  if (v && std::strcmp(v, "1") == 0) return true;
+  return widening_pays_on_this_cpu();
+}
+
+at::Tensor low_precision_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
+  if (a.scalar_type() != at::kBFloat16 || !a.device().is_cpu() || !pays_for_its_casts(a, b) || !widens_bf16_gemms())
+    return bias.defined() ? at::addmm(bias, a, b) : a.mm(b);
+  // Inside an autocast region (a custom node's forward) autocast would run the fp32 mm in bf16 again.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  const at::Tensor wide_a = widened(a), wide_b = widened(b);
+  const at::Tensor sums = bias.defined() ? at::addmm(bias.to(at::kFloat), wide_a, wide_b) : wide_a.mm(wide_b);
+  return sums.to(at::kBFloat16);
+}
+
+bool frozen_weight_linear_widens(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!widens_bf16_gemms()) return false;
+  const bool autocast = at::autocast::is_autocast_enabled(at::kCPU);
+  const at::ScalarType compute =
+      autocast && x.is_floating_point() && x.scalar_type() != at::kDouble ? at::autocast::get_autocast_dtype(at::kCPU)
+                                                                           : x.scalar_type();
+  return compute == at::kBFloat16 && weight.scalar_type() == at::kBFloat16 && !weight.requires_grad() &&
+         weight.dim() == 2 && weight.device().is_cpu() && x.device().is_cpu() && x.layout() == at::kStrided &&
+         x.dim() >= 2 && x.size(-1) == weight.size(1) &&
+         (!bias.defined() || (!bias.requires_grad() && bias.dim() == 1 && bias.device().is_cpu() &&
+                              (bias.scalar_type() == at::kBFloat16 || (autocast && bias.scalar_type() == at::kFloat))));
+}
+
+at::Tensor linear_on_frozen_weight(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  // autocast's casts of x and the bias (no-ops for bf16 ones).
+  return FrozenWeightLinear::apply(x.to(at::kBFloat16).contiguous(), weight,
+                                   bias.defined() ? std::optional<at::Tensor>(bias.to(at::kBFloat16)) : std::nullopt);
+}
+
+}  // namespace ftcore::model
