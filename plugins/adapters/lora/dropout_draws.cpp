@@ -10,6 +10,7 @@
 
 #include "dropout_draws_kernel.h"
 #include "ftcore/sdk/cpu_isa.h"
+#include "ftcore/sdk/parallel.h"
 
 namespace ftcore::plugins::lora {
 
@@ -30,6 +31,9 @@ const Kernels& chosen_kernels() {
   }();
   return kernels;
 }
+
+// Pieces of dropout_grad per thread: 64 KiB of gradient each at least.
+constexpr int64_t kGradGrainElements = 16384;
 
 // u = bits * 2^-53 < keep  <=>  bits < keep * 2^53 (exact: a power-of-two
 // scaling)  <=>  bits < ceil(keep * 2^53) for the integers bits < 2^53.
@@ -81,7 +85,15 @@ DroppedOut dropout_from_torch_draws(const at::Tensor& x, double keep, float kept
 at::Tensor dropout_grad(const at::Tensor& grad, const at::Tensor& mask, float kept_value) {
   const at::Tensor g = grad.contiguous();
   at::Tensor out = at::empty_like(g);
-  chosen_kernels().grad(g.data_ptr<float>(), mask.data_ptr<bool>(), kept_value, g.numel(), out.data_ptr<float>());
+  const float* g_data = g.data_ptr<float>();
+  const bool* mask_data = mask.data_ptr<bool>();
+  float* out_data = out.data_ptr<float>();
+  const DropoutGradKernel kernel = chosen_kernels().grad;
+  // Elementwise, so any split gives the same bits; on one thread the default
+  // model's [344, 576] gradients took 3% of an fp32 LoRA step (stop 29).
+  sdk::parallel_for(0, g.numel(), kGradGrainElements, [&](int64_t first, int64_t last) {
+    kernel(g_data + first, mask_data + first, kept_value, last - first, out_data + first);
+  });
   return out;
 }
 
