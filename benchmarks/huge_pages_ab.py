@@ -1,6 +1,6 @@
-"""`ftcore run` with glibc's malloc on transparent huge pages (the default where
-the kernel offers THP, core/src/cli/huge_page_malloc.h) against
-FTCORE_HUGE_PAGES=0, alternated, on train_vs_hf.py's recipes (SmolLM2-135M,
+"""`ftcore run` with glibc's malloc on transparent huge pages (FTCORE_HUGE_PAGES=1,
+core/src/cli/huge_page_malloc.h; the default until stop 29) against
+FTCORE_HUGE_PAGES=0 (now the default), alternated, on train_vs_hf.py's recipes (SmolLM2-135M,
 quiz data, batch 8, no evaluation).
 
 Per run: median tokens_per_second of steps 3..N (metrics.jsonl), peak RSS and
@@ -26,9 +26,7 @@ import train_vs_hf as tvh  # noqa: E402
 def run_once(args, recipe, out_dir, huge_pages):
     env = dict(os.environ, FTCORE_NUM_THREADS=str(args.threads))
     env.pop("GLIBC_TUNABLES", None)
-    env.pop("FTCORE_HUGE_PAGES", None)
-    if not huge_pages:
-        env["FTCORE_HUGE_PAGES"] = "0"
+    env["FTCORE_HUGE_PAGES"] = "1" if huge_pages else "0"
     with open(os.path.join(out_dir, "log.txt"), "w") as log:
         proc = subprocess.Popen([args.ftcore, "run", recipe, "--overwrite"], env=env, stdout=log,
                                 stderr=subprocess.STDOUT, cwd=tvh.ROOT)

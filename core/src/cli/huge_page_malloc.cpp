@@ -6,8 +6,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -23,21 +21,13 @@ constexpr const char* kHugePageTunable = "glibc.malloc.hugetlb";
 // Set only across the exec: the caller's GLIBC_TUNABLES, "set:VALUE" or "unset".
 constexpr const char* kCallersTunables = "FTCORE_CALLERS_GLIBC_TUNABLES";
 
-// Whether the kernel makes huge pages of advised memory: the bracketed word of
-// /sys/kernel/mm/transparent_hugepage/enabled ("always [madvise] never").
-bool kernel_offers_huge_pages() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text.find("[always]") != std::string::npos || text.find("[madvise]") != std::string::npos;
-}
-
+// Opt-in (huge_page_malloc.h says why it is not the default).
 bool huge_pages_wanted() {
   const char* v = std::getenv("FTCORE_HUGE_PAGES");
   const std::string value = v ? v : "";
-  if (value == "0") return false;
+  if (value.empty() || value == "0") return false;
   if (value == "1") return true;
-  if (!value.empty()) throw ConfigError({{{"environment FTCORE_HUGE_PAGES", 0, 0}, "'" + value + "' is not 0 or 1"}});
-  return kernel_offers_huge_pages();
+  throw ConfigError({{{"environment FTCORE_HUGE_PAGES", 0, 0}, "'" + value + "' is not 0 or 1"}});
 }
 
 // Puts the caller's GLIBC_TUNABLES back, as saved in kCallersTunables.

@@ -23,9 +23,15 @@
 // Python) get the environment the user gave. The restart costs one more load
 // of the libraries (tenths of a second).
 //
-// When: FTCORE_HUGE_PAGES=0 never, =1 always; unset, when the kernel makes
-// huge pages of advised memory (/sys/kernel/mm/transparent_hugepage/enabled
-// is "always" or "madvise"). A caller's GLIBC_TUNABLES that sets
+// When: only with FTCORE_HUGE_PAGES=1 (unset or 0: never). It was the
+// default where the kernel offers THP until stop 29, when whole runs on the
+// 2-core machines without AMX measured slower with it: step 1 of the bf16
+// full fine-tune took 7.2-7.8 s against 2.7-2.9 s, 12-step runs 31-35 s
+// against 24-25 s, 30-step LoRA fp32 runs 32-34 s against 26-29 s, while the
+// steps after the first gained nothing separable from the host's noise on
+// either machine type (docs/benchmarks.md). The kernel must offer THP
+// (/sys/kernel/mm/transparent_hugepage/enabled "always" or "madvise") for the
+// tunable to do anything. A caller's GLIBC_TUNABLES that sets
 // glibc.malloc.hugetlb already is the caller's choice and is left alone.
 #pragma once
 
