@@ -7,7 +7,8 @@
 // but a small fraction of outputs; libtorch's own bf16 GEMM is held to the
 // same bound and printed beside it. The frozen-weight Linear node: its output
 // and input gradient are the widened GEMMs (also inside an autocast region,
-// which must not lower them to bf16 again), within the same bounds. Refused:
+// which must not lower them to bf16 again), within the same bounds. The fp32
+// weight's rounding made in its widened copy equals libtorch's cast. Refused:
 // the lm_head over few rows (casts cost more than they save), fp32 weights
 // without autocast, fp16 autocast, trainable weights, FTCORE_WIDEN_BF16_GEMM=0.
 #include <gtest/gtest.h>
@@ -164,6 +165,47 @@ TEST(WidenedGemm, RecastWeightLinearWidensItsThreeGemms) {
   expect_faithful("recast Linear input gradient", x.grad().to(at::kBFloat16), upstream, low_w);
   EXPECT_TRUE(same_bits(weight.grad(), low_precision_mm(upstream.t(), low_x).to(at::kFloat)));
   expect_faithful("recast Linear weight gradient", weight.grad().to(at::kBFloat16), upstream.t(), low_x);
+}
+
+// bf16_rounded is libtorch's cast to bf16 and back, in one pass: every fp32 high half
+// (both signs, zeros, subnormals, infinities, NaNs) with the low halves that decide the
+// rounding (none, the least, just below and at and above the tie, all), for even and odd
+// high halves alike; a NaN stays a NaN (its payload may differ between libtorch's own
+// vectorised and scalar casts).
+TEST(WidenedGemm, Bf16RoundedIsLibtorchsCastThereAndBack) {
+  std::vector<int32_t> bits;
+  for (uint32_t high = 0; high < 65536; ++high)
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
+      bits.push_back(static_cast<int32_t>(high << 16 | low));
+  const at::Tensor values =
+      at::from_blob(bits.data(), {static_cast<int64_t>(bits.size())}, at::kInt).clone().view(at::kFloat);
+  const at::Tensor ours = ftcore::model::bf16_rounded(values);
+  const at::Tensor libtorch = values.to(at::kBFloat16).to(at::kFloat);
+  const at::Tensor nan = values.isnan();
+  EXPECT_TRUE(ours.isnan().equal(nan));
+  EXPECT_TRUE(same_bits(ours.masked_fill(nan, 0), libtorch.masked_fill(nan, 0)));
+}
+
+// RecastWeightLinear's GEMMs on its fp32 weight: the rounding made in the widened copy, and
+// the sums rounded in place, give the bits of casting to bf16 first (and widening the
+// result back), widened or not; an fp32 a (a tied lm_head without autocast) takes b as it is.
+TEST(WidenedGemm, CastingInTheWidenedCopyGivesTheBitsOfCastingFirst) {
+  at::manual_seed(31);
+  const at::Tensor weight = at::randn({1536, 576}, at::kFloat) * 0.05;
+  const at::Tensor x = bf16_randn({344, 576}, 32), grad = bf16_randn({344, 1536}, 33);
+  const at::Tensor low_w = weight.to(at::kBFloat16);
+  for (const char* widen : {"1", "0"}) {
+    ScopedEnv env("FTCORE_WIDEN_BF16_GEMM", widen);
+    EXPECT_TRUE(same_bits(ftcore::model::low_precision_mm_casting_b(x, weight.t()), low_precision_mm(x, low_w.t())))
+        << widen;
+    EXPECT_TRUE(same_bits(ftcore::model::low_precision_mm_casting_b(grad, weight), low_precision_mm(grad, low_w)))
+        << widen;
+    const at::Tensor grad_weight = ftcore::model::low_precision_mm_to_float(grad.t(), x);
+    ASSERT_EQ(grad_weight.scalar_type(), at::kFloat);
+    EXPECT_TRUE(same_bits(grad_weight, low_precision_mm(grad.t(), x).to(at::kFloat))) << widen;
+  }
+  const at::Tensor x32 = x.to(at::kFloat);
+  EXPECT_TRUE(same_bits(ftcore::model::low_precision_mm_casting_b(x32, weight.t()), x32.mm(weight.t())));
 }
 
 // A bf16 model without autocast (bf16 weights loaded as they are), with a frozen bias.

@@ -11,32 +11,20 @@
 #include <type_traits>
 #include <vector>
 
+#include "../util/bf16_bits.h"
 #include "fused_norm_rope_kernel.h"
 
 namespace ftcore::model {
 namespace {
 
-// ATen's vectorised fp32 -> bf16 (cvtfp32_bf16): round to nearest even, NaN
-// as 0xFFFF. (ATen's scalar tails write 0x7FC0 instead, so a NaN's payload
-// is the one thing that may differ from the chains: a NaN either way.)
-inline uint16_t float_to_bf16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  const uint16_t rounded = static_cast<uint16_t>((bits + ((bits >> 16) & 1u) + 0x7FFFu) >> 16);
-  return value != value ? uint16_t{0xFFFF} : rounded;  // a select, so the loops vectorise
-}
+using util::float_to_bf16;
 
 // Element storage of each RowDtype.
 template <RowDtype D>
 using Element = std::conditional_t<D == RowDtype::bf16, uint16_t, float>;
 
 // bf16 (its 16 raw bits) or fp32 as fp32: exact.
-inline float to_float(uint16_t bf16) {
-  const uint32_t wide = static_cast<uint32_t>(bf16) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof(value));
-  return value;
-}
+inline float to_float(uint16_t bf16) { return util::bf16_to_float(bf16); }
 inline float to_float(float value) { return value; }
 
 // The value an op with a `D` output leaves: fp32 as computed, bf16 rounded.

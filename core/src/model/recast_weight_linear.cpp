@@ -23,10 +23,9 @@ class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> 
                             bool tied_to_embedding) {
     const at::Tensor low_x = x.to(dtype);  // autocast's input cast (a no-op when x is already in dtype)
     ctx->save_for_backward({low_x, weight});
-    ctx->saved_data["dtype"] = static_cast<int64_t>(dtype);
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["tied"] = tied_to_embedding;
-    return at::_unsafe_view(low_precision_mm(rows_of(low_x), weight.to(dtype).t()), sizes_with_last(x, weight.size(0)));
+    return at::_unsafe_view(low_precision_mm_casting_b(rows_of(low_x), weight.t()), sizes_with_last(x, weight.size(0)));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -34,18 +33,17 @@ class RecastWeightLinear : public torch::autograd::Function<RecastWeightLinear> 
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& low_x = saved[0];
     const at::Tensor& weight = saved[1];
-    const auto dtype = static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt());
     const auto x_dtype = static_cast<at::ScalarType>(ctx->saved_data["x_dtype"].toInt());
     const at::Tensor grad = rows_of(grad_outputs[0]);  // _unsafe_view's backward
     at::Tensor grad_x, grad_weight;
     if (ctx->needs_input_grad(0)) {
       // MmBackward0 for a row-major mat1: grad.mm(mat2.t()), mat2 = weight^T.
-      grad_x = low_precision_mm(grad, weight.to(dtype)).view(low_x.sizes()).to(x_dtype);
+      grad_x = low_precision_mm_casting_b(grad, weight).view(low_x.sizes()).to(x_dtype);
     }
     if (ctx->needs_input_grad(1)) {
       // mat2 = weight^T is column-major, so MmBackward0 forms (grad^T mm x)^T and
       // TBackward0 transposes it back: grad^T mm x, then ToCopyBackward0's cast.
-      grad_weight = low_precision_mm(grad.t(), rows_of(low_x)).to(weight.scalar_type());
+      grad_weight = low_precision_mm_to_float(grad.t(), rows_of(low_x));  // the weight is fp32
       if (ctx->saved_data["tied"].toBool()) offer_tied_head_gradient(weight, grad_weight);
     }
     return {grad_x, grad_weight, at::Tensor(), at::Tensor()};

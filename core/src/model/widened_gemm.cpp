@@ -9,9 +9,11 @@
 #include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "../util/bf16_bits.h"
 #include "../util/cpu_features.h"
 #include "linear_rows.h"
 #include "ftcore/sdk/cpu_isa.h"
+#include "ftcore/sdk/parallel.h"
 
 namespace ftcore::model {
 
@@ -64,15 +66,49 @@ at::Tensor reused(at::Tensor& buffer, at::IntArrayRef sizes) {
   return buffer.narrow(0, 0, n).view(sizes);
 }
 
-// t in fp32, in t's layout, so MKL gets the transposes at::mm would give it.
-// A transposed operand (W^T) is cast as its contiguous self and transposed
-// back: at::Tensor::to of the transposed view took 3.5-4.5x as long.
+// Elements per piece of the rounding pass: about 64 KiB read.
+constexpr int64_t kRoundingGrain = 16384;
+
+// bf16_rounded's pass, source and target contiguous fp32 of n elements (the same or apart).
+void round_to_bf16_values(const float* source, float* target, int64_t n) {
+  sdk::parallel_for(0, n, kRoundingGrain, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) target[i] = util::bf16_to_float(util::float_to_bf16(source[i]));
+  });
+}
+
+bool is_transposed_contiguous(const at::Tensor& t) { return !t.is_contiguous() && t.dim() == 2 && t.t().is_contiguous(); }
+
+// t in fp32, in t's layout, so MKL gets the transposes at::mm would give it:
+// a bf16 t widened, an fp32 t rounded to bf16 values. A transposed operand
+// (W^T) is cast as its contiguous self and transposed back: at::Tensor::to of
+// the transposed view took 3.5-4.5x as long.
 at::Tensor widened(const at::Tensor& t, at::Tensor& buffer) {
-  const bool transposed = !t.is_contiguous() && t.t().is_contiguous();
+  const bool transposed = is_transposed_contiguous(t);
   const at::Tensor source = transposed ? t.t() : t.contiguous();
   at::Tensor wide = reused(buffer, source.sizes());
-  wide.copy_(source);
+  if (source.scalar_type() == at::kFloat)
+    round_to_bf16_values(source.data_ptr<float>(), wide.data_ptr<float>(), source.numel());
+  else
+    wide.copy_(source);
   return transposed ? wide.t() : wide;
+}
+
+// Whether a x b (a in the compute dtype) runs widened.
+bool widens(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == at::kBFloat16 && a.device().is_cpu() && pays_for_its_casts(a, b) && widens_bf16_gemms();
+}
+
+// The fp32 sums of the widened a x b (+ bias) into `sums`; a bf16, b bf16 or
+// fp32 (then rounded to bf16 values first).
+void widened_sums(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::Tensor& sums) {
+  // Inside an autocast region (a custom node's forward) autocast would run the fp32 mm in bf16 again.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  WideBuffers& buffers = thread_buffers();
+  const at::Tensor wide_a = widened(a, buffers.a), wide_b = widened(b, buffers.b);
+  if (bias.defined())
+    at::addmm_out(sums, bias.to(at::kFloat), wide_a, wide_b);
+  else
+    at::mm_out(sums, wide_a, wide_b);
 }
 
 // y = x W^T (+ b) on a frozen weight: the bias and the weight get no gradient,
@@ -109,18 +145,38 @@ bool widens_bf16_gemms() {
 }
 
 at::Tensor low_precision_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
-  if (a.scalar_type() != at::kBFloat16 || !a.device().is_cpu() || !pays_for_its_casts(a, b) || !widens_bf16_gemms())
-    return bias.defined() ? at::addmm(bias, a, b) : a.mm(b);
-  // Inside an autocast region (a custom node's forward) autocast would run the fp32 mm in bf16 again.
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-  WideBuffers& buffers = thread_buffers();
-  const at::Tensor wide_a = widened(a, buffers.a), wide_b = widened(b, buffers.b);
-  at::Tensor sums = reused(buffers.sums, {a.size(0), b.size(1)});
-  if (bias.defined())
-    at::addmm_out(sums, bias.to(at::kFloat), wide_a, wide_b);
-  else
-    at::mm_out(sums, wide_a, wide_b);
+  if (!widens(a, b)) return bias.defined() ? at::addmm(bias, a, b) : a.mm(b);
+  at::Tensor sums = reused(thread_buffers().sums, {a.size(0), b.size(1)});
+  widened_sums(a, b, bias, sums);
   return sums.to(at::kBFloat16);
+}
+
+at::Tensor low_precision_mm_casting_b(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(b.scalar_type() == at::kFloat, "low_precision_mm_casting_b: b must be fp32");
+  if (!widens(a, b)) {
+    const bool transposed = is_transposed_contiguous(b);
+    const at::Tensor cast = (transposed ? b.t() : b).to(a.scalar_type());
+    return a.mm(transposed ? cast.t() : cast);
+  }
+  at::Tensor sums = reused(thread_buffers().sums, {a.size(0), b.size(1)});
+  widened_sums(a, b, at::Tensor(), sums);
+  return sums.to(at::kBFloat16);
+}
+
+at::Tensor low_precision_mm_to_float(const at::Tensor& a, const at::Tensor& b) {
+  if (!widens(a, b)) return a.mm(b).to(at::kFloat);
+  at::Tensor sums = at::empty({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));  // the result
+  widened_sums(a, b, at::Tensor(), sums);
+  round_to_bf16_values(sums.data_ptr<float>(), sums.data_ptr<float>(), sums.numel());
+  return sums;
+}
+
+at::Tensor bf16_rounded(const at::Tensor& t) {
+  TORCH_CHECK(t.scalar_type() == at::kFloat && t.device().is_cpu(), "bf16_rounded: t must be an fp32 CPU tensor");
+  const at::Tensor source = t.contiguous();
+  at::Tensor rounded = at::empty_like(source);
+  round_to_bf16_values(source.data_ptr<float>(), rounded.data_ptr<float>(), source.numel());
+  return rounded;
 }
 
 bool frozen_weight_linear_widens(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {

@@ -31,6 +31,21 @@ bool widens_bf16_gemms();
 // widens_bf16_gemms(), else at::mm / at::addmm as they are. No autograd of its own.
 at::Tensor low_precision_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias = at::Tensor());
 
+// low_precision_mm(a, b cast to a's dtype) for an fp32 b, the weight autocast
+// casts: contiguous or the transpose of a contiguous tensor (W^T). Where
+// widened, b's copy is b rounded to bf16 values in fp32, one pass where the
+// cast and the widening took two (and no bf16 tensor is made); elsewhere the
+// cast of b's contiguous self (or b as it is where a is fp32).
+at::Tensor low_precision_mm_casting_b(const at::Tensor& a, const at::Tensor& b);
+
+// low_precision_mm(a, b).to(at::kFloat): where widened, the fp32 sums are
+// rounded to bf16 values in place (the bf16 result widened back, in one pass).
+at::Tensor low_precision_mm_to_float(const at::Tensor& a, const at::Tensor& b);
+
+// t.to(bf16).to(fp32) for an fp32 t, in one pass: each value rounded to the
+// nearest bf16 (ties to even), kept in fp32 (a NaN stays a NaN).
+at::Tensor bf16_rounded(const at::Tensor& t);
+
 // Whether linear_on_frozen_weight applies: bf16 GEMMs are widened, the
 // computation is in bf16 (autocast's dtype is bf16, or without autocast x and
 // the weight are bf16), the weight is a frozen (no grad) bf16 tensor on the
