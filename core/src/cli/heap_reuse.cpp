@@ -3,13 +3,11 @@
 
 #include <malloc.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include <spdlog/spdlog.h>
 
-#include "ftcore/diagnostics.h"
+#include "environment_switch.h"
 
 namespace ftcore::cli {
 
@@ -48,10 +46,7 @@ void set_thresholds_at_load(int, char**, char** envp) {
 }  // namespace
 
 void check_heap_reuse() {
-  const char* v = std::getenv("FTCORE_HEAP_REUSE");
-  const std::string value = v ? v : "";
-  if (!value.empty() && value != "0" && value != "1")
-    throw ConfigError({{{"environment FTCORE_HEAP_REUSE", 0, 0}, "'" + value + "' is not 0 or 1"}});
+  environment_switch("FTCORE_HEAP_REUSE", true);  // validates: set at load from the raw environment
   if (refused_at_load) spdlog::warn("glibc refused the heap-reuse thresholds (mallopt); running with its defaults");
 }
 

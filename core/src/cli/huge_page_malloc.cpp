@@ -10,7 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ftcore/diagnostics.h"
+#include "environment_switch.h"
 
 namespace ftcore::cli {
 
@@ -22,13 +22,7 @@ constexpr const char* kHugePageTunable = "glibc.malloc.hugetlb";
 constexpr const char* kCallersTunables = "FTCORE_CALLERS_GLIBC_TUNABLES";
 
 // Opt-in (huge_page_malloc.h says why it is not the default).
-bool huge_pages_wanted() {
-  const char* v = std::getenv("FTCORE_HUGE_PAGES");
-  const std::string value = v ? v : "";
-  if (value.empty() || value == "0") return false;
-  if (value == "1") return true;
-  throw ConfigError({{{"environment FTCORE_HUGE_PAGES", 0, 0}, "'" + value + "' is not 0 or 1"}});
-}
+bool huge_pages_wanted() { return environment_switch("FTCORE_HUGE_PAGES", false); }
 
 // Puts the caller's GLIBC_TUNABLES back, as saved in kCallersTunables.
 void restore_callers_tunables(const std::string& saved) {

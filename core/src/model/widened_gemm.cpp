@@ -111,6 +111,13 @@ void widened_sums(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bi
     at::mm_out(sums, wide_a, wide_b);
 }
 
+// The widened a x b (+ bias) rounded to bf16 once, its sums in the thread's buffer.
+at::Tensor widened_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
+  at::Tensor sums = reused(thread_buffers().sums, {a.size(0), b.size(1)});
+  widened_sums(a, b, bias, sums);
+  return sums.to(at::kBFloat16);
+}
+
 // y = x W^T (+ b) on a frozen weight: the bias and the weight get no gradient,
 // so backward is the input gradient alone, grad W (MmBackward0's grad x mat2^T).
 class FrozenWeightLinear : public torch::autograd::Function<FrozenWeightLinear> {
@@ -146,9 +153,7 @@ bool widens_bf16_gemms() {
 
 at::Tensor low_precision_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
   if (!widens(a, b)) return bias.defined() ? at::addmm(bias, a, b) : a.mm(b);
-  at::Tensor sums = reused(thread_buffers().sums, {a.size(0), b.size(1)});
-  widened_sums(a, b, bias, sums);
-  return sums.to(at::kBFloat16);
+  return widened_mm(a, b, bias);
 }
 
 at::Tensor low_precision_mm_casting_b(const at::Tensor& a, const at::Tensor& b) {
@@ -158,9 +163,7 @@ at::Tensor low_precision_mm_casting_b(const at::Tensor& a, const at::Tensor& b) 
     const at::Tensor cast = (transposed ? b.t() : b).to(a.scalar_type());
     return a.mm(transposed ? cast.t() : cast);
   }
-  at::Tensor sums = reused(thread_buffers().sums, {a.size(0), b.size(1)});
-  widened_sums(a, b, at::Tensor(), sums);
-  return sums.to(at::kBFloat16);
+  return widened_mm(a, b, at::Tensor());
 }
 
 at::Tensor low_precision_mm_to_float(const at::Tensor& a, const at::Tensor& b) {
