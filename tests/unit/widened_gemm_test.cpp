@@ -8,9 +8,11 @@
 // same bound and printed beside it. The frozen-weight Linear node: its output
 // and input gradient are the widened GEMMs (also inside an autocast region,
 // which must not lower them to bf16 again), within the same bounds. The fp32
-// weight's rounding made in its widened copy equals libtorch's cast. Refused:
+// weight's rounding made in its widened copy equals libtorch's cast. A wide
+// product (an lm_head over many rows) in column pieces, within the same bounds. Refused:
 // the lm_head over few rows (casts cost more than they save), fp32 weights
-// without autocast, fp16 autocast, trainable weights, FTCORE_WIDEN_BF16_GEMM=0.
+// without autocast, fp16 autocast, trainable weights where grad mode is on,
+// FTCORE_WIDEN_BF16_GEMM=0.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,6 +96,22 @@ TEST(WidenedGemm, BiasJoinsTheFp32SumsBeforeTheOneRounding) {
   ScopedEnv env("FTCORE_WIDEN_BF16_GEMM", "1");
   const at::Tensor x = bf16_randn({256, 576}, 4), weight = bf16_randn({576, 576}, 5), bias = bf16_randn({576}, 6);
   expect_faithful("widened x W^T + b", low_precision_mm(x, weight.t(), bias), x, weight.t(), bias);
+}
+
+// An lm_head over many rows (evaluation, a forward over every position): the vocabulary's
+// columns go in pieces whose copy and sums stay in the kept buffers (576 x 32868 fp32 is
+// over the 4 Mi elements of a piece; 32868 is no multiple of a piece, so the last is short).
+// Each output must still be its own column's sum: placed, biased and rounded as a whole GEMM's.
+TEST(WidenedGemm, WideProductsInColumnPiecesKeepEveryOutput) {
+  ScopedEnv env("FTCORE_WIDEN_BF16_GEMM", "1");
+  const at::Tensor x = bf16_randn({128, 576}, 34), head = bf16_randn({32868, 576}, 35), bias = bf16_randn({32868}, 36);
+  expect_faithful("lm_head x W^T + b in pieces", low_precision_mm(x, head.t(), bias), x, head.t(), bias);
+  const at::Tensor plain = head.t().contiguous();  // a [k, n] b: its pieces are strided views
+  expect_faithful("x b in pieces", low_precision_mm(x, plain), x, plain);
+  at::manual_seed(37);
+  const at::Tensor head32 = at::randn({32868, 576}, at::kFloat);
+  EXPECT_TRUE(same_bits(ftcore::model::low_precision_mm_casting_b(x, head32.t()),
+                        low_precision_mm(x, head32.to(at::kBFloat16).t())));
 }
 
 // Off, or where the casts would cost more than the GEMM saves, it is libtorch's GEMM bit for bit.
@@ -234,6 +252,15 @@ TEST(WidenedGemm, FrozenWeightLinearRefusesWhatAtLinearMustDo) {
   EXPECT_FALSE(frozen_weight_linear_widens(x.reshape({-1}), weight, at::Tensor()));  // 1-D
   const at::Tensor trainable_bias = bf16_randn({576}, 20).requires_grad_(true);
   EXPECT_FALSE(frozen_weight_linear_widens(x, weight, trainable_bias));
+  {  // evaluation and generation of a trained model: nothing is recorded, nothing needs grad W
+    at::NoGradGuard no_grad;
+    EXPECT_TRUE(frozen_weight_linear_widens(x, trainable, at::Tensor()));
+    EXPECT_TRUE(frozen_weight_linear_widens(x, weight, trainable_bias));
+    const at::Tensor y = linear_on_frozen_weight(x, trainable, trainable_bias);
+    EXPECT_FALSE(y.requires_grad());
+    expect_faithful("trainable weight under no-grad", y.reshape({-1, 576}), x.reshape({-1, 576}), weight.t(),
+                    trainable_bias.detach());
+  }
   {
     ftcore::train::AutocastScope fp16({"fp16", true, at::kHalf}, at::kCPU);
     EXPECT_FALSE(frozen_weight_linear_widens(x32, weight.to(at::kHalf), at::Tensor()));

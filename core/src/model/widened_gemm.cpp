@@ -1,6 +1,7 @@
 // widened_gemm.h: the CPU choice, the widened GEMM and the frozen-weight Linear node.
 #include "widened_gemm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -81,16 +82,37 @@ bool is_transposed_contiguous(const at::Tensor& t) { return !t.is_contiguous() &
 // t in fp32, in t's layout, so MKL gets the transposes at::mm would give it:
 // a bf16 t widened, an fp32 t rounded to bf16 values. A transposed operand
 // (W^T) is cast as its contiguous self and transposed back: at::Tensor::to of
-// the transposed view took 3.5-4.5x as long.
+// the transposed view took 3.5-4.5x as long. A bf16 t of another layout (a
+// piece of a plain b's columns) is widened from its strides, with no copy first.
 at::Tensor widened(const at::Tensor& t, at::Tensor& buffer) {
   const bool transposed = is_transposed_contiguous(t);
-  const at::Tensor source = transposed ? t.t() : t.contiguous();
+  const at::Tensor source = transposed ? t.t() : t;
   at::Tensor wide = reused(buffer, source.sizes());
-  if (source.scalar_type() == at::kFloat)
-    round_to_bf16_values(source.data_ptr<float>(), wide.data_ptr<float>(), source.numel());
-  else
+  if (source.scalar_type() == at::kFloat) {
+    const at::Tensor dense = source.contiguous();
+    round_to_bf16_values(dense.data_ptr<float>(), wide.data_ptr<float>(), dense.numel());
+  } else {
     wide.copy_(source);
+  }
   return transposed ? wide.t() : wide;
+}
+
+// Widened whole, a GEMM with a wide b puts b's fp32 copy and its fp32 sums in
+// fresh memory once they outgrow the kept buffers: the default model's
+// lm_head over 1,024 rows ([1024, 576] x [576, 49152]) cast the weight into
+// 113 MB and wrote 201 MB of sums, page-faulted in on every forward. Where
+// b's copy or the sums would exceed kPieceElements (16 MB of fp32), b's
+// columns (the vocabulary) go in pieces whose copy and sums stay in the kept
+// buffers, and each piece's sums are rounded into its columns of the result.
+// Every output is the same sum over k, so pieces change no value's rounding rule.
+constexpr int64_t kPieceElements = int64_t{4} << 20;
+
+// Columns of b per piece for an [m, k] x [k, n] product: all n where it fits,
+// else a multiple of 64 (whole cache lines of a row of sums).
+int64_t columns_per_piece(int64_t m, int64_t k, int64_t n) {
+  const int64_t rows = std::max(m, k);
+  if (rows * n <= kPieceElements) return n;
+  return std::max<int64_t>(64, kPieceElements / rows / 64 * 64);
 }
 
 // Whether a x b (a in the compute dtype) runs widened.
@@ -98,24 +120,38 @@ bool widens(const at::Tensor& a, const at::Tensor& b) {
   return a.scalar_type() == at::kBFloat16 && a.device().is_cpu() && pays_for_its_casts(a, b) && widens_bf16_gemms();
 }
 
-// The fp32 sums of the widened a x b (+ bias) into `sums`; a bf16, b bf16 or
-// fp32 (then rounded to bf16 values first).
-void widened_sums(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, at::Tensor& sums) {
-  // Inside an autocast region (a custom node's forward) autocast would run the fp32 mm in bf16 again.
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
-  WideBuffers& buffers = thread_buffers();
-  const at::Tensor wide_a = widened(a, buffers.a), wide_b = widened(b, buffers.b);
+// The fp32 sums wide_a x b (+ bias) into `sums`; b bf16, or fp32 (then
+// rounded to bf16 values first), widened into the thread's buffer.
+void widened_sums(const at::Tensor& wide_a, const at::Tensor& b, const at::Tensor& bias, at::Tensor& sums) {
+  const at::Tensor wide_b = widened(b, thread_buffers().b);
   if (bias.defined())
     at::addmm_out(sums, bias.to(at::kFloat), wide_a, wide_b);
   else
     at::mm_out(sums, wide_a, wide_b);
 }
 
-// The widened a x b (+ bias) rounded to bf16 once, its sums in the thread's buffer.
+// The widened a x b (+ bias), each output rounded to bf16 once; b's columns
+// in pieces (columns_per_piece), each piece's sums in the thread's buffer.
 at::Tensor widened_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
-  at::Tensor sums = reused(thread_buffers().sums, {a.size(0), b.size(1)});
-  widened_sums(a, b, bias, sums);
-  return sums.to(at::kBFloat16);
+  // Inside an autocast region (a custom node's forward) autocast would run the fp32 mm in bf16 again.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  WideBuffers& buffers = thread_buffers();
+  const int64_t m = a.size(0), n = b.size(1);
+  const at::Tensor wide_a = widened(a, buffers.a);
+  const int64_t width = columns_per_piece(m, a.size(1), n);
+  if (width >= n) {
+    at::Tensor sums = reused(buffers.sums, {m, n});
+    widened_sums(wide_a, b, bias, sums);
+    return sums.to(at::kBFloat16);
+  }
+  at::Tensor result = at::empty({m, n}, a.options().dtype(at::kBFloat16));
+  for (int64_t first = 0; first < n; first += width) {
+    const int64_t w = std::min(width, n - first);
+    at::Tensor sums = reused(buffers.sums, {m, w});
+    widened_sums(wide_a, b.narrow(1, first, w), bias.defined() ? bias.narrow(0, first, w) : bias, sums);
+    result.narrow(1, first, w).copy_(sums);
+  }
+  return result;
 }
 
 // y = x W^T (+ b) on a frozen weight: the bias and the weight get no gradient,
@@ -169,7 +205,8 @@ at::Tensor low_precision_mm_casting_b(const at::Tensor& a, const at::Tensor& b) 
 at::Tensor low_precision_mm_to_float(const at::Tensor& a, const at::Tensor& b) {
   if (!widens(a, b)) return a.mm(b).to(at::kFloat);
   at::Tensor sums = at::empty({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));  // the result
-  widened_sums(a, b, at::Tensor(), sums);
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);  // as in widened_mm
+  widened_sums(widened(a, thread_buffers().a), b, at::Tensor(), sums);
   round_to_bf16_values(sums.data_ptr<float>(), sums.data_ptr<float>(), sums.numel());
   return sums;
 }
@@ -188,10 +225,12 @@ bool frozen_weight_linear_widens(const at::Tensor& x, const at::Tensor& weight, 
   const at::ScalarType compute =
       autocast && x.is_floating_point() && x.scalar_type() != at::kDouble ? at::autocast::get_autocast_dtype(at::kCPU)
                                                                            : x.scalar_type();
-  return compute == at::kBFloat16 && weight.scalar_type() == at::kBFloat16 && !weight.requires_grad() &&
+  // Without grad mode no node is recorded, so a trainable weight is as frozen as any.
+  const bool records = at::GradMode::is_enabled();
+  return compute == at::kBFloat16 && weight.scalar_type() == at::kBFloat16 && !(records && weight.requires_grad()) &&
          weight.dim() == 2 && weight.device().is_cpu() && x.device().is_cpu() && x.layout() == at::kStrided &&
          x.dim() >= 2 && x.size(-1) == weight.size(1) &&
-         (!bias.defined() || (!bias.requires_grad() && bias.dim() == 1 && bias.device().is_cpu() &&
+         (!bias.defined() || (!(records && bias.requires_grad()) && bias.dim() == 1 && bias.device().is_cpu() &&
                               (bias.scalar_type() == at::kBFloat16 || (autocast && bias.scalar_type() == at::kFloat))));
 }
 

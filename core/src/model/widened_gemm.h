@@ -50,7 +50,9 @@ at::Tensor bf16_rounded(const at::Tensor& t);
 // computation is in bf16 (autocast's dtype is bf16, or without autocast x and
 // the weight are bf16), the weight is a frozen (no grad) bf16 tensor on the
 // CPU, the bias absent or frozen (bf16, or fp32 that autocast casts), and x a
-// strided float tensor of 2 or more dimensions. Elsewhere at::linear is used as it is.
+// strided float tensor of 2 or more dimensions. Under no-grad (evaluation,
+// generation, inference) every weight counts as frozen: no gradient is taken.
+// Elsewhere at::linear is used as it is.
 bool frozen_weight_linear_widens(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
 // at::linear(x, weight, bias) in bf16 on a frozen bf16 weight (autocast's cast
