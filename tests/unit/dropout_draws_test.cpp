@@ -7,6 +7,9 @@
 // infinities and NaN), and both generators must give the same next outputs.
 // The default-generator entry point must equal at::dropout from the same seed,
 // and the one-pass gradient grad * where(mask, s, 0) as autograd forms it.
+// lora_A(dropout(x)) as one node that keeps x and the mask (lora_dropout.h):
+// the same output, x gradient and A gradient, bit for bit, as the composition
+// autograd records, and the same generator state after it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,9 +20,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/function.h>
 
 #include "dropout_draws.h"
 #include "dropout_draws_kernel.h"
+#include "lora_dropout.h"
 #include "ftcore/sdk/cpu_isa.h"
 #include "test_support.h"
 
@@ -145,4 +150,50 @@ TEST(DropoutDraws, GradientEqualsTheProductWithTheNoise) {
   const at::Tensor mask = at::rand({55, 8, 576}).lt(0.9);
   const at::Tensor expected = grad * at::where(mask, at::scalar_tensor(kept_value), at::scalar_tensor(0.0f));
   EXPECT_TRUE(same_bits(lora::dropout_grad(grad, mask, kept_value), expected.contiguous()));
+}
+
+namespace {
+
+struct DownProjection {
+  at::Tensor out, grad_x, grad_a;
+  uint64_t next_draw;
+  std::string node;  // the graph node that made out
+};
+
+// out = down(x, A) from seed 7, then backward of sum(out * weights): what reaches x and A.
+template <typename Down>
+DownProjection run_down(const at::Tensor& x0, const at::Tensor& a0, bool x_needs_grad, Down down) {
+  const at::Tensor x = x0.clone().requires_grad_(x_needs_grad), a = a0.clone().requires_grad_(true);
+  at::manual_seed(7);
+  const at::Tensor out = down(x, a);
+  const std::string node = out.grad_fn()->name();
+  const uint64_t next = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator())->random();
+  at::manual_seed(8);
+  (out * at::randn(out.sizes())).sum().backward();
+  return {out.detach(), x_needs_grad ? x.grad() : at::Tensor(), a.grad(), next, node};
+}
+
+}  // namespace
+
+TEST(DropoutDraws, DownProjectionKeepingTheMaskEqualsTheComposition) {
+  ASSERT_TRUE(lora::draws_match_torch());
+  at::manual_seed(5);
+  const at::Tensor a = at::randn({8, 576}) * 0.02;
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{8, 41, 576}, {97, 576}}) {
+    const at::Tensor x = inputs(shape[0] * (shape.size() == 3 ? shape[1] : 1) * 576).view(shape);
+    for (bool x_needs_grad : {true, false}) {
+      const DownProjection node = run_down(x, a, x_needs_grad, [](const at::Tensor& xs, const at::Tensor& as) {
+        return lora::dropout_then_down_projection(xs, 0.05, as);
+      });
+      const DownProjection composed = run_down(x, a, x_needs_grad, [](const at::Tensor& xs, const at::Tensor& as) {
+        return at::linear(lora::dropout_with_byte_mask(xs, 0.05), as);
+      });
+      const std::string what = "rows " + std::to_string(x.size(0)) + (x_needs_grad ? ", x needs grad" : ", x frozen");
+      EXPECT_NE(node.node.find("DroppedDownProjection"), std::string::npos) << node.node;
+      EXPECT_TRUE(same_bits(node.out, composed.out)) << what;
+      EXPECT_TRUE(same_bits(node.grad_a, composed.grad_a)) << what;
+      if (x_needs_grad) EXPECT_TRUE(same_bits(node.grad_x, composed.grad_x)) << what;
+      EXPECT_EQ(node.next_draw, composed.next_draw) << what;
+    }
+  }
 }

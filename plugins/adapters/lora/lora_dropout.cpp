@@ -2,6 +2,7 @@
 #include "lora_dropout.h"
 
 #include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "dropout_draws.h"
@@ -50,7 +51,42 @@ class ByteMaskDropout : public torch::autograd::Function<ByteMaskDropout> {
   }
 };
 
+// y = at::linear(x * noise, A) whose backward keeps x, the mask and s (see the header).
+// Backward makes the calls autograd made for the composition: linear's MmBackward0
+// on the rows [N, in] (grad A = grad^T x_dropped, grad of x_dropped = grad A), then
+// ByteMaskDropout's product, so each gradient is the same GEMM of the same bits.
+class DroppedDownProjection : public torch::autograd::Function<DroppedDownProjection> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, double p, const at::Tensor& lora_a) {
+    const at::Tensor kept_value = kept_value_of(x, p);
+    DroppedOut d = dropout_from_torch_draws(x, 1 - p, kept_value.item<float>());
+    ctx->save_for_backward({x, d.mask, kept_value, lora_a});
+    return at::linear(d.y, lora_a);  // d.y is freed here: backward forms it again
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &mask = saved[1], &lora_a = saved[3];
+    const float kept_value = saved[2].item<float>();
+    const at::Tensor grad = grad_outputs[0].reshape({-1, lora_a.size(0)});  // [N, r]
+    at::Tensor grad_x, grad_a;
+    if (ctx->needs_input_grad(0)) grad_x = dropout_grad(grad.mm(lora_a).view(x.sizes()), mask, kept_value);
+    if (ctx->needs_input_grad(1)) {  // counts tensor arguments only: lora_a
+      const at::Tensor dropped = x * at::where(mask, saved[2], at::zeros_like(saved[2]));
+      grad_a = grad.t().mm(dropped.view({-1, x.size(-1)}));
+    }
+    return {grad_x, at::Tensor(), grad_a};
+  }
+};
+
 }  // namespace
+
+at::Tensor dropout_then_down_projection(const at::Tensor& x, double p, const at::Tensor& lora_a) {
+  const bool records = at::GradMode::is_enabled() && (x.requires_grad() || lora_a.requires_grad());
+  if (p > 0.0 && p < 1.0 && x.numel() > 0 && records && torch_draws_in_one_pass(x) &&
+      lora_a.scalar_type() == at::kFloat && lora_a.device().is_cpu() && !at::autocast::is_autocast_enabled(at::kCPU))
+    return DroppedDownProjection::apply(x, p, lora_a);
+  return at::linear(dropout_with_byte_mask(x, p), lora_a);
+}
 
 at::Tensor dropout_with_byte_mask(const at::Tensor& x, double p) {
   // At the ends of the range at::dropout itself; without a graph, nothing kept.

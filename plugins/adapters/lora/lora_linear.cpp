@@ -36,10 +36,11 @@ at::Tensor LoraLinear::forward(const at::Tensor& x) {
   at::Tensor result = base_->forward(x);
   if (magnitude_) return dora_update(x, result);
   const auto result_dtype = result.scalar_type();
-  at::Tensor h = x.to(lora_a().scalar_type());
-  if (dropout_ > 0.0 && is_training()) h = dropout_with_byte_mask(h, dropout_);
+  const at::Tensor h = x.to(lora_a().scalar_type());
   // PEFT: result = result + lora_B(lora_A(dropout(x))) * scaling; result.to(result_dtype)
-  at::Tensor update = at::linear(at::linear(h, lora_a()), lora_b()) * scaling_;
+  const at::Tensor down =
+      dropout_ > 0.0 && is_training() ? dropout_then_down_projection(h, dropout_, lora_a()) : at::linear(h, lora_a());
+  at::Tensor update = at::linear(down, lora_b()) * scaling_;
   return (result + update).to(result_dtype);
 }
 
