@@ -71,7 +71,8 @@ class DroppedDownProjection : public torch::autograd::Function<DroppedDownProjec
     at::Tensor grad_x, grad_a;
     if (ctx->needs_input_grad(0)) grad_x = dropout_grad(grad.mm(lora_a).view(x.sizes()), mask, kept_value);
     if (ctx->needs_input_grad(1)) {  // counts tensor arguments only: lora_a
-      const at::Tensor dropped = x * at::where(mask, saved[2], at::zeros_like(saved[2]));
+      // x * where(mask, s, 0) in one pass: the product forward formed (x is contiguous fp32 here).
+      const at::Tensor dropped = dropout_grad(x, mask, kept_value);
       grad_a = grad.t().mm(dropped.view({-1, x.size(-1)}));
     }
     return {grad_x, at::Tensor(), grad_a};
