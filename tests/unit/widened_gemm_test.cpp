@@ -22,6 +22,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include "../../core/src/model/recast_weight_linear.h"
+#include "../../core/src/model/short_row_attention.h"
 #include "../../core/src/model/widened_gemm.h"
 #include "../../core/src/train/precision.h"
 #include "test_support.h"
@@ -260,6 +261,10 @@ TEST(WidenedGemm, FrozenWeightLinearRefusesWhatAtLinearMustDo) {
     EXPECT_FALSE(y.requires_grad());
     expect_faithful("trainable weight under no-grad", y.reshape({-1, 576}), x.reshape({-1, 576}), weight.t(),
                     trainable_bias.detach());
+    // A checkpointed layer's first forward takes the path of its recomputation, which records.
+    ftcore::model::CheckpointPassScope first(ftcore::model::CheckpointPass::first_forward);
+    EXPECT_FALSE(frozen_weight_linear_widens(x, trainable, at::Tensor()));
+    EXPECT_TRUE(frozen_weight_linear_widens(x, weight, at::Tensor()));
   }
   {
     ftcore::train::AutocastScope fp16({"fp16", true, at::kHalf}, at::kCPU);

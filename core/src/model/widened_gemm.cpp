@@ -13,6 +13,7 @@
 #include "../util/bf16_bits.h"
 #include "../util/cpu_features.h"
 #include "linear_rows.h"
+#include "short_row_attention.h"
 #include "ftcore/sdk/cpu_isa.h"
 #include "ftcore/sdk/parallel.h"
 
@@ -225,8 +226,10 @@ bool frozen_weight_linear_widens(const at::Tensor& x, const at::Tensor& weight, 
   const at::ScalarType compute =
       autocast && x.is_floating_point() && x.scalar_type() != at::kDouble ? at::autocast::get_autocast_dtype(at::kCPU)
                                                                            : x.scalar_type();
-  // Without grad mode no node is recorded, so a trainable weight is as frozen as any.
-  const bool records = at::GradMode::is_enabled();
+  // Without grad mode no node is recorded, so a trainable weight is as frozen as any;
+  // but a checkpointed layer's first forward must take the path its recomputation
+  // (with a graph) takes, or backward differentiates other activations.
+  const bool records = at::GradMode::is_enabled() || CheckpointPassScope::current() != CheckpointPass::none;
   return compute == at::kBFloat16 && weight.scalar_type() == at::kBFloat16 && !(records && weight.requires_grad()) &&
          weight.dim() == 2 && weight.device().is_cpu() && x.device().is_cpu() && x.layout() == at::kStrided &&
          x.dim() >= 2 && x.size(-1) == weight.size(1) &&

@@ -51,7 +51,8 @@ at::Tensor bf16_rounded(const at::Tensor& t);
 // the weight are bf16), the weight is a frozen (no grad) bf16 tensor on the
 // CPU, the bias absent or frozen (bf16, or fp32 that autocast casts), and x a
 // strided float tensor of 2 or more dimensions. Under no-grad (evaluation,
-// generation, inference) every weight counts as frozen: no gradient is taken.
+// generation, inference) every weight counts as frozen: no gradient is taken
+// (not in a checkpointed layer's first forward, which takes its recomputation's path).
 // Elsewhere at::linear is used as it is.
 bool frozen_weight_linear_widens(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
 
