@@ -124,6 +124,8 @@ bool widens(const at::Tensor& a, const at::Tensor& b) {
 // The fp32 sums wide_a x b (+ bias) into `sums`; b bf16, or fp32 (then
 // rounded to bf16 values first), widened into the thread's buffer.
 void widened_sums(const at::Tensor& wide_a, const at::Tensor& b, const at::Tensor& bias, at::Tensor& sums) {
+  // Inside an autocast region (a custom node's forward) autocast would run the fp32 mm in bf16 again.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
   const at::Tensor wide_b = widened(b, thread_buffers().b);
   if (bias.defined())
     at::addmm_out(sums, bias.to(at::kFloat), wide_a, wide_b);
@@ -134,17 +136,10 @@ void widened_sums(const at::Tensor& wide_a, const at::Tensor& b, const at::Tenso
 // The widened a x b (+ bias), each output rounded to bf16 once; b's columns
 // in pieces (columns_per_piece), each piece's sums in the thread's buffer.
 at::Tensor widened_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias) {
-  // Inside an autocast region (a custom node's forward) autocast would run the fp32 mm in bf16 again.
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
   WideBuffers& buffers = thread_buffers();
   const int64_t m = a.size(0), n = b.size(1);
   const at::Tensor wide_a = widened(a, buffers.a);
   const int64_t width = columns_per_piece(m, a.size(1), n);
-  if (width >= n) {
-    at::Tensor sums = reused(buffers.sums, {m, n});
-    widened_sums(wide_a, b, bias, sums);
-    return sums.to(at::kBFloat16);
-  }
   at::Tensor result = at::empty({m, n}, a.options().dtype(at::kBFloat16));
   for (int64_t first = 0; first < n; first += width) {
     const int64_t w = std::min(width, n - first);
@@ -206,7 +201,6 @@ at::Tensor low_precision_mm_casting_b(const at::Tensor& a, const at::Tensor& b) 
 at::Tensor low_precision_mm_to_float(const at::Tensor& a, const at::Tensor& b) {
   if (!widens(a, b)) return a.mm(b).to(at::kFloat);
   at::Tensor sums = at::empty({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));  // the result
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);  // as in widened_mm
   widened_sums(widened(a, thread_buffers().a), b, at::Tensor(), sums);
   round_to_bf16_values(sums.data_ptr<float>(), sums.data_ptr<float>(), sums.numel());
   return sums;
