@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what ftcore needs to build and test, and nothing twice.
 #   - Debian -dev packages (Boost 1.74, TOML++, spdlog, nlohmann-json, PCRE2,
-#     OpenSSL's libcrypto, GoogleTest, Google Benchmark, ccache), only those missing;
+#     OpenSSL's libcrypto, GoogleTest, Google Benchmark, ccache) and tcmalloc,
+#     only those missing;
 #   - a venv at third_party/venv holding the pinned torch wheel (used as
 #     libtorch) and the test-only reference packages, only when the pins change.
 # A second run with everything present takes seconds.
@@ -19,11 +20,12 @@ requirements="$here/requirements.txt"
 # iproute2, procps: network namespaces and pgrep for the multi-process tests.
 # chromium: headless screenshots of `ftcore ab` reports in the tests.
 # libssl-dev: libcrypto's SHA-256 (core/src/util/hash.cpp) and base64 (old checkpoints' RNG state).
+# libtcmalloc-minimal4: gperftools' tcmalloc, the ftcore executable's malloc (core/CMakeLists.txt).
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.74-dev libboost-program-options1.74-dev libboost-filesystem1.74-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libpcre2-dev
-  libssl-dev
+  libssl-dev libtcmalloc-minimal4
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv
   bsdgames

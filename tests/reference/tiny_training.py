@@ -119,14 +119,6 @@ def run_ftcore_command(ftcore, *args, expect=0):
     return p.stdout + p.stderr
 
 
-def check_malformed_switch(ftcore, recipe, variable):
-    """`ftcore run RECIPE` with VARIABLE=yes (a 0/1 switch) exits 2 naming the variable and the value."""
-    p = subprocess.run([ftcore, "run", recipe, "--overwrite"], capture_output=True, text=True,
-                       env=dict(os.environ, FTCORE_PLUGIN_PATH="", **{variable: "yes"}))
-    check(f"{variable}=yes: exit code", p.returncode, 2)
-    assert variable in p.stderr and "'yes' is not 0 or 1" in p.stderr, p.stderr
-
-
 def check(label, got, want):
     """Asserts got == want, naming the check; prints it when it holds."""
     assert got == want, f"{label}: got {got!r}, want {want!r}"

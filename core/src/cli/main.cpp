@@ -15,8 +15,6 @@
 #include "commands.h"
 #include "ftcore/diagnostics.h"
 #include "ftcore/runtime.h"
-#include "heap_reuse.h"
-#include "huge_page_malloc.h"
 #include "session.h"
 
 namespace {
@@ -77,11 +75,6 @@ int dispatch(std::vector<std::string> args, char** argv) {
   const std::string command = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "--version") return ftcore::cli::print_version();
-  // Before anything is loaded or computed: the restart replaces this process.
-  if (command == "run" || command == "generate" || command == "quantize") {
-    ftcore::cli::restart_with_huge_page_malloc(argv);
-    ftcore::cli::check_heap_reuse();
-  }
   ftcore::init_runtime();
   // Commands that compute for long share the cores with other ftcore processes
   // (runtime.h); `run` joins in run_command, past the torchrun launcher's exec.

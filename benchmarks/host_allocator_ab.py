@@ -1,14 +1,14 @@
-"""`ftcore run` with glibc's malloc on transparent huge pages (FTCORE_HUGE_PAGES=1,
-core/src/cli/huge_page_malloc.h; the default until stop 29) against
-FTCORE_HUGE_PAGES=0 (now the default), alternated, on train_vs_hf.py's recipes (SmolLM2-135M,
-quiz data, batch 8, no evaluation).
+"""`ftcore run` on its own malloc, tcmalloc (core/CMakeLists.txt, FTCORE_TCMALLOC), against
+glibc's malloc with its defaults (LD_PRELOAD=libc.so.6 puts glibc's definitions first in the
+dynamic linker's lookup order, so the same executable allocates from glibc's heap), alternated,
+on train_vs_hf.py's recipes (SmolLM2-135M, quiz data, batch 8, no evaluation).
 
 Per run: median tokens_per_second of steps 3..N (metrics.jsonl), peak RSS and
 minor page faults (the kernel's rusage of the child, os.wait4), the last loss
 (must be equal: only where memory comes from changes).
 
-usage: huge_pages_ab.py [--steps 12] [--rounds 2] [--runs lora_bf16,full_bf16,lora_fp32,full_fp32]
-                        [--threads 2] [--ftcore build/bin/ftcore]
+usage: host_allocator_ab.py [--steps 12] [--rounds 2] [--runs lora_bf16,full_bf16,lora_fp32,full_fp32]
+                            [--threads 2] [--ftcore build/bin/ftcore]
 """
 import argparse
 import json
@@ -23,10 +23,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_vs_hf as tvh  # noqa: E402
 
 
-def run_once(args, recipe, out_dir, huge_pages):
+GLIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+
+
+def run_once(args, recipe, out_dir, glibc):
     env = dict(os.environ, FTCORE_NUM_THREADS=str(args.threads))
-    env.pop("GLIBC_TUNABLES", None)
-    env["FTCORE_HUGE_PAGES"] = "1" if huge_pages else "0"
+    for name in ("GLIBC_TUNABLES", "LD_PRELOAD"):
+        env.pop(name, None)
+    if glibc:
+        env["LD_PRELOAD"] = GLIBC
     with open(os.path.join(out_dir, "log.txt"), "w") as log:
         proc = subprocess.Popen([args.ftcore, "run", recipe, "--overwrite"], env=env, stdout=log,
                                 stderr=subprocess.STDOUT, cwd=tvh.ROOT)
@@ -51,36 +56,37 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ftcore", default=os.path.join(tvh.ROOT, "build", "bin", "ftcore"))
     args = p.parse_args()
-    work = tempfile.mkdtemp(prefix="ftcore_huge_pages_ab_")
-    print(f"THP: {open('/sys/kernel/mm/transparent_hugepage/enabled').read().strip()}; "
-          f"load before {os.getloadavg()[0]:.2f}")
+    work = tempfile.mkdtemp(prefix="ftcore_host_allocator_ab_")
+    print(f"load before {os.getloadavg()[0]:.2f}")
     results = {}
     for rnd in range(args.rounds):
         for name in args.runs.split(","):
             mode, precision = name.split("_")
-            for huge in (False, True):
-                label = "huge pages" if huge else "FTCORE_HUGE_PAGES=0"
-                out_dir = os.path.join(work, f"{name}_{int(huge)}_{rnd}")
+            # Which arm goes first alternates with the round.
+            for glibc in ((True, False) if rnd % 2 else (False, True)):
+                label = "glibc's malloc" if glibc else "tcmalloc"
+                out_dir = os.path.join(work, f"{name}_{int(glibc)}_{rnd}")
                 os.makedirs(out_dir)
                 recipe = os.path.join(out_dir, "recipe.toml")
                 with open(recipe, "w") as f:
                     f.write(tvh.ftcore_recipe(mode, precision, args.steps, out_dir))
                 t0 = time.time()
-                r = run_once(args, recipe, out_dir, huge)
-                results.setdefault((name, huge), []).append(r)
+                r = run_once(args, recipe, out_dir, glibc)
+                results.setdefault((name, glibc), []).append(r)
                 print(f"  round {rnd + 1} {name:9s} {label:19s} {r['tok_s']:7.1f} tok/s  peak RSS {r['rss_mb']:6.0f} MB  "
                       f"minor faults {r['minor_faults']:9d}  last loss {r['last_loss']!r}  ({time.time() - t0:.0f} s)",
                       flush=True)
     print(f"\n{args.steps} steps, {args.threads} threads, median tok/s of steps 3..{args.steps}; load after "
           f"{os.getloadavg()[0]:.2f}")
-    print("run        off tok/s  on tok/s  on/off per round   off RSS  on RSS   off faults  on faults  losses equal")
+    print("run       glibc tok/s  tcmalloc tok/s  tcmalloc/glibc per round  glibc RSS  tcmalloc RSS"
+          "  glibc faults  tcmalloc faults  losses equal")
     for name in args.runs.split(","):
-        off, on = results[(name, False)], results[(name, True)]
+        off, on = results[(name, True)], results[(name, False)]
         ratios = " ".join(f"{b['tok_s'] / a['tok_s']:.2f}" for a, b in zip(off, on))
         equal = all(a["last_loss"] == b["last_loss"] for a, b in zip(off, on))
-        print(f"{name:9s} {statistics.median(r['tok_s'] for r in off):9.1f} {statistics.median(r['tok_s'] for r in on):9.1f}"
-              f"  {ratios:16s} {max(r['rss_mb'] for r in off):8.0f} {max(r['rss_mb'] for r in on):7.0f}"
-              f" {statistics.median(r['minor_faults'] for r in off):11.0f} {statistics.median(r['minor_faults'] for r in on):10.0f}"
+        print(f"{name:9s} {statistics.median(r['tok_s'] for r in off):11.1f} {statistics.median(r['tok_s'] for r in on):15.1f}"
+              f"  {ratios:24s}  {max(r['rss_mb'] for r in off):9.0f} {max(r['rss_mb'] for r in on):13.0f}"
+              f" {statistics.median(r['minor_faults'] for r in off):13.0f} {statistics.median(r['minor_faults'] for r in on):16.0f}"
               f"  {equal}")
 
 
