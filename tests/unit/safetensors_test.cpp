@@ -4,6 +4,7 @@
 // is wrong, and random corruption never crashes the reader.
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -32,6 +33,25 @@ std::string file_with_header(const std::string& header, size_t data_bytes) {
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + header + std::string(data_bytes, '\0');
+}
+
+// The kernel's count of this process's resident kB in the mapping that holds
+// `address` (/proc/self/smaps: a range line, then its fields, Rss among them).
+long resident_kb_of_mapping(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if ((range >> std::hex >> begin >> dash >> end) && dash == '-') {  // a field line fails here
+      inside = begin <= at && at < end;
+    } else if (inside && line.rfind("Rss:", 0) == 0) {
+      return std::stol(line.substr(4));
+    }
+  }
+  return -1;
 }
 
 std::string error_of(const fs::path& p) {
@@ -72,6 +92,32 @@ TEST(Safetensors, ReadsWhatTheReferencePackageWritesAndViceVersa) {
   safetensors::write_file(dir / "ours.safetensors", ours);
   ftcore::testing::run_python("unit/safetensors_reference.py", "check " + (dir / "ours.safetensors").string());
   EXPECT_FALSE(fs::exists(dir / "ours.safetensors.tmp")) << "the temporary file must be renamed away";
+}
+
+// Loading a model copies each mapped tensor into its parameter and releases the
+// file's pages (Model::load_weights): the kernel's Rss of the mapping falls by
+// the tensor's size, the tensor still reads its bytes, and a tensor that is
+// not a view of a file is left as it is (dropping heap pages would zero them).
+TEST(Safetensors, ReleasedMappedPagesLeaveTheProcessAndReadTheSameBytes) {
+  ftcore::testing::TempDir dir;
+  const at::Tensor values = at::arange(1 << 20, at::kFloat);  // 4 MiB, 1,024 pages
+  sdk::TensorMap map;
+  map.add("values", values);
+  safetensors::write_file(dir / "values.safetensors", map);
+  auto file = safetensors::File::open(dir / "values.safetensors");
+  const at::Tensor view = file->tensor("values");
+  ASSERT_TRUE(at::equal(view, values));  // reads every page
+  const long before = resident_kb_of_mapping(view.data_ptr());
+  ASSERT_GE(before, 4096);
+  safetensors::release_mapped_pages(view);
+  const long after = resident_kb_of_mapping(view.data_ptr());
+  EXPECT_LE(after, before - 4096) << "Rss of the mapping before " << before << " kB, after " << after << " kB";
+  EXPECT_TRUE(at::equal(view, values));
+
+  const at::Tensor heap = values.clone();
+  safetensors::release_mapped_pages(heap);
+  EXPECT_TRUE(at::equal(heap, values));
+  safetensors::release_mapped_pages(at::Tensor());
 }
 
 TEST(Safetensors, MalformedFilesAreRefusedWithTheFileAndTheReason) {

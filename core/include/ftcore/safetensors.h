@@ -54,6 +54,15 @@ class File {
   std::weak_ptr<File> self_;
 };
 
+// Drops the pages of a tensor File::tensor returned from this process's
+// resident memory (any other tensor: nothing happens). For readers that copy a
+// mapped tensor once: a model's weights copied into its parameters otherwise
+// stay resident as file pages beside the copy until the file is unmapped, so
+// loading the default model's 538 MB of fp32 weights peaked at twice that.
+// Reading the tensor again is still right: the mapping is private and never
+// written, so the kernel faults the same bytes back in from the file.
+void release_mapped_pages(const at::Tensor& tensor);
+
 // Writes `tensors` (contiguous CPU copies are made as needed) to `path`
 // through a temporary file renamed into place, so a crash never leaves a
 // half-written file under the final name.

@@ -81,6 +81,17 @@ const char* dtype_name(at::ScalarType dtype) {
   throw FormatError(std::string("safetensors has no dtype for ") + c10::toString(dtype));
 }
 
+namespace {
+
+// What a mapped tensor's storage holds: the file, kept mapped while it lives.
+struct MappedView {
+  std::shared_ptr<const File> file;
+};
+
+void release_view(void* context) { delete static_cast<MappedView*>(context); }
+
+}  // namespace
+
 std::shared_ptr<File> File::open(const fs::path& path) {
   std::shared_ptr<File> file(new File());
   file->self_ = file;
@@ -159,8 +170,23 @@ at::Tensor File::tensor(const std::string& name) const {
   if (e->end == e->begin) return at::empty(e->shape, options);
   if (reinterpret_cast<uintptr_t>(data) % at::elementSize(e->dtype) != 0)
     return at::from_blob(data, e->shape, options).clone();
-  std::shared_ptr<const File> keep = self_.lock();
-  return at::from_blob(data, e->shape, [keep](void*) {}, options);
+  // The storage's context keeps the file mapped; its deleter also marks the
+  // tensor as a view of a mapping for release_mapped_pages.
+  auto* keep = new MappedView{self_.lock()};
+  return at::for_blob(data, e->shape).options(options).context(keep, &release_view).make_tensor();
+}
+
+void release_mapped_pages(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) return;
+  const c10::Storage& storage = tensor.storage();
+  if (storage.data_ptr().get_deleter() != &release_view || storage.nbytes() == 0) return;
+  // Whole pages around the tensor's bytes: the mapping starts on a page and
+  // spans whole pages, so they lie in it; a neighbour's page dropped too is
+  // faulted back in from the file when it is read.
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(storage.data()) & ~(page - 1);
+  const auto end = (reinterpret_cast<uintptr_t>(storage.data()) + storage.nbytes() + page - 1) & ~(page - 1);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 sdk::TensorMap File::read_all() const {

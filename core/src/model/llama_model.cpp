@@ -13,6 +13,7 @@
 
 #include "ftcore/model.h"
 #include "ftcore/model_layers.h"
+#include "ftcore/safetensors.h"
 
 namespace ftcore {
 
@@ -263,7 +264,10 @@ void Model::load_weights(const std::vector<std::pair<std::string, at::Tensor>>& 
                 config_.architecture + " with this config:" + list_some(unexpected);
   if (!problems.empty()) throw ModelError(origin + ": the weights do not fit the config:" + problems);
   at::NoGradGuard no_grad;
-  for (auto& [param, stored] : copies) param.copy_(stored);
+  for (auto& [param, stored] : copies) {
+    param.copy_(stored);
+    safetensors::release_mapped_pages(stored);  // the file's pages need not stay beside the copy
+  }
 }
 
 }  // namespace ftcore
