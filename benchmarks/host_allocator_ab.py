@@ -1,6 +1,7 @@
 """`ftcore run` on its own malloc, tcmalloc (core/CMakeLists.txt, FTCORE_TCMALLOC), against
-glibc's malloc with its defaults (LD_PRELOAD=libc.so.6 puts glibc's definitions first in the
-dynamic linker's lookup order, so the same executable allocates from glibc's heap), alternated,
+glibc's malloc with its defaults (LD_PRELOAD="libc.so.6 libstdc++.so.6" puts glibc's malloc and
+libstdc++'s operator new, which calls it, first in the dynamic linker's lookup order, so the same
+executable allocates from glibc's heap), alternated,
 on train_vs_hf.py's recipes (SmolLM2-135M, quiz data, batch 8, no evaluation).
 
 Per run: median tokens_per_second of steps 3..N (metrics.jsonl), peak RSS and
@@ -23,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_vs_hf as tvh  # noqa: E402
 
 
-GLIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+GLIBC = "libc.so.6 libstdc++.so.6"
 
 
 def run_once(args, recipe, out_dir, glibc):
@@ -81,12 +82,12 @@ def main():
     print("run       glibc tok/s  tcmalloc tok/s  tcmalloc/glibc per round  glibc RSS  tcmalloc RSS"
           "  glibc faults  tcmalloc faults  losses equal")
     for name in args.runs.split(","):
-        off, on = results[(name, True)], results[(name, False)]
-        ratios = " ".join(f"{b['tok_s'] / a['tok_s']:.2f}" for a, b in zip(off, on))
-        equal = all(a["last_loss"] == b["last_loss"] for a, b in zip(off, on))
-        print(f"{name:9s} {statistics.median(r['tok_s'] for r in off):11.1f} {statistics.median(r['tok_s'] for r in on):15.1f}"
-              f"  {ratios:24s}  {max(r['rss_mb'] for r in off):9.0f} {max(r['rss_mb'] for r in on):13.0f}"
-              f" {statistics.median(r['minor_faults'] for r in off):13.0f} {statistics.median(r['minor_faults'] for r in on):16.0f}"
+        glibc_runs, tcmalloc_runs = results[(name, True)], results[(name, False)]
+        ratios = " ".join(f"{b['tok_s'] / a['tok_s']:.2f}" for a, b in zip(glibc_runs, tcmalloc_runs))
+        equal = all(a["last_loss"] == b["last_loss"] for a, b in zip(glibc_runs, tcmalloc_runs))
+        print(f"{name:9s} {statistics.median(r['tok_s'] for r in glibc_runs):11.1f} {statistics.median(r['tok_s'] for r in tcmalloc_runs):15.1f}"
+              f"  {ratios:24s}  {max(r['rss_mb'] for r in glibc_runs):9.0f} {max(r['rss_mb'] for r in tcmalloc_runs):13.0f}"
+              f" {statistics.median(r['minor_faults'] for r in glibc_runs):13.0f} {statistics.median(r['minor_faults'] for r in tcmalloc_runs):16.0f}"
               f"  {equal}")
 
 

@@ -5,12 +5,14 @@ ftcore:
 - the bindings: with LD_DEBUG=bindings and LD_BIND_NOW=1 the dynamic linker
   prints, for every library, where each symbol it uses was bound. libc10's
   posix_memalign (c10's CPU allocator: every tensor's memory), libtorch_cpu's
-  malloc and libgomp's malloc must be bound to libtcmalloc_minimal. A link
-  that dropped the library (--as-needed) or a library loaded before it would
-  bind them to libc.so.6 and pass every other test.
-- the same losses to the bit as under glibc's malloc (LD_PRELOAD=libc.so.6
-  puts glibc's definitions first in the lookup order; its bindings are checked
-  too): only where memory comes from changes.
+  malloc and operator new (autograd's nodes, TensorImpls) and libgomp's malloc
+  must be bound to libtcmalloc_minimal. A link that dropped the library
+  (--as-needed) or a library loaded before it would bind them to libc.so.6
+  and libstdc++ and pass every other test.
+- the same losses to the bit as under glibc's allocator (LD_PRELOAD="libc.so.6
+  libstdc++.so.6" puts glibc's malloc and libstdc++'s operator new, which
+  calls it, first in the lookup order; those bindings are checked too): only
+  where memory comes from changes.
 
 What tcmalloc is for (a training step's peak memory, its page faults) shows on
 the default model, not on a tiny one, and is measured in
@@ -25,7 +27,13 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference"))
 import tiny_training as tt  # noqa: E402
 
-GLIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+# Sonames: the dynamic linker finds them where it finds every library.
+GLIBC = "libc.so.6 libstdc++.so.6"
+# What each watched (library, symbol) must be bound to: the library's basename up to ".so".
+WATCHED = [("libc10.so", "posix_memalign"), ("libtorch_cpu.so", "malloc"), ("libtorch_cpu.so", "_Znwm"),
+           ("libgomp.so.1", "malloc")]
+BOUND_TO_TCMALLOC = {watched: "libtcmalloc_minimal.so" for watched in WATCHED}
+BOUND_TO_GLIBC = {watched: "libstdc++.so" if watched[1] == "_Znwm" else "libc.so" for watched in WATCHED}
 
 
 def environment(**variables):
@@ -46,11 +54,12 @@ def bound_to(ftcore, **variables):
 
 
 def check_bindings(ftcore, want, **variables):
+    """Each (library, symbol) of `want` is bound to the library `want` names (its basename up to .so)."""
     bindings = bound_to(ftcore, **variables)
-    for user, symbol in (("libc10.so", "posix_memalign"), ("libtorch_cpu.so", "malloc"), ("libgomp.so.1", "malloc")):
+    for (user, symbol), library in want.items():
         got = bindings.get((user, symbol), "(not bound)")
         setting = " ".join(f"{k}={v}" for k, v in variables.items()) or "default"
-        tt.check(f"{user}'s {symbol} ({setting}) bound to", got.split(".so")[0] + ".so", want)
+        tt.check(f"{user}'s {symbol} ({setting}) bound to", got.split(".so")[0] + ".so", library)
 
 
 def train_losses(ftcore, recipe, run_dir, **variables):
@@ -64,8 +73,8 @@ def train_losses(ftcore, recipe, run_dir, **variables):
 def main():
     ftcore = sys.argv[1]
     tt.require_default_tokenizer()
-    check_bindings(ftcore, "libtcmalloc_minimal.so")
-    check_bindings(ftcore, "libc.so", LD_PRELOAD=GLIBC)
+    check_bindings(ftcore, BOUND_TO_TCMALLOC)
+    check_bindings(ftcore, BOUND_TO_GLIBC, LD_PRELOAD=GLIBC)
 
     out = tempfile.mkdtemp(prefix="ftcore_host_allocator_")
     model, data = tt.make_model(out), tt.make_data(out)
@@ -74,7 +83,7 @@ def main():
     run_dir = os.path.join(out, "runs", "full")
     losses = train_losses(ftcore, recipe, run_dir)
     tt.check("steps trained", len(losses), 4)
-    tt.check("the same losses under tcmalloc and glibc's malloc", losses,
+    tt.check("the same losses under tcmalloc and glibc's allocator", losses,
              train_losses(ftcore, recipe, run_dir, LD_PRELOAD=GLIBC))
     print("all host-allocator checks passed")
 

@@ -58,7 +58,7 @@ bool take_log_level(std::vector<std::string>& args, std::string* level) {
   return true;
 }
 
-int dispatch(std::vector<std::string> args, char** argv) {
+int dispatch(std::vector<std::string> args) {
   std::string level = "info";
   if (!take_log_level(args, &level)) throw boost::program_options::error("--log-level needs a value");
   auto parsed = spdlog::level::from_str(level);
@@ -99,7 +99,7 @@ int dispatch(std::vector<std::string> args, char** argv) {
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    return dispatch(std::move(args), argv);
+    return dispatch(std::move(args));
   } catch (const ftcore::ConfigError& e) {
     ftcore::cli::print_diagnostics(std::cerr, e.diagnostics());
     return ftcore::cli::kExitUsage;

@@ -108,6 +108,8 @@ std::shared_ptr<File> File::open(const fs::path& path) {
     ::close(fd);
     fail(path, "file is " + std::to_string(file->size_) + " bytes, shorter than the 8-byte header length");
   }
+  // Read-only: release_mapped_pages may drop pages because none is ever written
+  // (with PROT_WRITE, dropping a written page would lose what was written).
   void* map = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) fail(path, std::string("cannot mmap: ") + std::strerror(errno));

@@ -16,6 +16,7 @@
 
 #include "ftcore/model.h"
 #include "ftcore/model_moe.h"
+#include "ftcore/safetensors.h"
 
 namespace ftcore::model {
 
@@ -90,6 +91,9 @@ std::vector<std::pair<std::string, at::Tensor>> fuse_expert_tensors(
                                                        stack_experts(parts.at("up"), config.num_experts, what)},
                                                       1));
     out.emplace_back(block + ".down_proj", stack_experts(parts.at("down"), config.num_experts, what));
+    // The stacks are copies: the experts' file pages need not stay beside them (load_weights).
+    for (const auto& [role, experts] : parts)
+      for (const auto& [expert, tensor] : experts) safetensors::release_mapped_pages(tensor);
   }
   return out;
 }
