@@ -64,9 +64,7 @@ def check_bindings(ftcore, want, **variables):
 
 def train_losses(ftcore, recipe, run_dir, **variables):
     """`ftcore run RECIPE` with the environment changed by `variables`; its per-step losses."""
-    p = subprocess.run([ftcore, "run", recipe, "--overwrite"], env=environment(**variables),
-                       capture_output=True, text=True)
-    assert p.returncode == 0, f"ftcore run {recipe} failed:\n{p.stdout}\n{p.stderr}"
+    tt.run_ftcore(ftcore, recipe, "--overwrite", env=environment(**variables))
     return tt.train_losses(run_dir)
 
 
