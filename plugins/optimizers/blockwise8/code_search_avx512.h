@@ -167,10 +167,59 @@ struct VectorCodec {
 
   // Codes of kChains x 32 elements. Independent searches advance level by
   // level, so their long permute -> compare -> add chains overlap: four fill
-  // the pipeline alone; two serve 64-element slices, where the caller
-  // interleaves other work (the optimizer step's update).
+  // the pipeline alone; two serve 64-element slices.
   template <int kChains, bool kClamp>
   void requantize_round(const float* __restrict x, __m512 inv, uint8_t* __restrict codes) const {
+    __m512i key[kChains], r[kChains];
+    keys_of<kChains, kClamp>(x, inv, key);
+    for (int h = 0; h < kChains; ++h) r[h] = _mm512_setzero_si512();
+    search_levels(std::make_integer_sequence<int, 8>{}, [&]<int L>() {
+      for (int h = 0; h < kChains; ++h) r[h] = search_step<L>(key[h], r[h]);
+    });
+    store_codes<kChains>(r, codes);
+  }
+
+ public:
+  // Codes of 128 elements of each of two states (a's map for xa, b's for xb),
+  // inv = 1 / absmax of each a normal float: their eight searches advance
+  // level by level together, and between(std::integral_constant<int, l>)
+  // runs after level l = 0..7. The optimizer step passes its update there:
+  // the update waits on the divider, the searches on the shuffle port, and
+  // issued in this order both stay busy (docs/benchmarks.md, stop 33). Same
+  // codes as requantize of each state.
+  template <typename Between>
+  static void requantize_two_rounds(const VectorCodec& a, const float* __restrict xa, float inva,
+                                    uint8_t* __restrict codes_a, const VectorCodec& b, const float* __restrict xb,
+                                    float invb, uint8_t* __restrict codes_b, Between&& between) {
+    __m512i key_a[4], key_b[4], r_a[4], r_b[4];
+    keys_of<4, false>(xa, _mm512_set1_ps(inva), key_a);
+    keys_of<4, false>(xb, _mm512_set1_ps(invb), key_b);
+    for (int h = 0; h < 4; ++h) r_a[h] = r_b[h] = _mm512_setzero_si512();
+    search_levels(std::make_integer_sequence<int, 8>{}, [&]<int L>() {
+      for (int h = 0; h < 4; ++h) r_a[h] = a.search_step<L>(key_a[h], r_a[h]);
+      for (int h = 0; h < 4; ++h) r_b[h] = b.search_step<L>(key_b[h], r_b[h]);
+      between(std::integral_constant<int, L>{});
+    });
+    store_codes<4>(r_a, codes_a);
+    store_codes<4>(r_b, codes_b);
+  }
+
+ private:
+  template <int... L, typename Level>
+  static void search_levels(std::integer_sequence<int, L...>, Level&& level) {
+    (level.template operator()<L>(), ...);
+  }
+
+  // Unsigned 16-bit grid keys of kChains x 32 elements, two packed registers of 16 each.
+  template <int kChains, bool kClamp>
+  static void keys_of(const float* __restrict x, __m512 inv, __m512i (&key)[kChains]) {
+    for (int h = 0; h < kChains; ++h)
+      key[h] = _mm512_packus_epi32(grid_keys<kClamp>(x + 32 * h, inv), grid_keys<kClamp>(x + 32 * h + 16, inv));
+  }
+
+  // Bytes reverse8(r) of kChains x 32 searches, stored as codes in element order.
+  template <int kChains>
+  static void store_codes(const __m512i (&r)[kChains], uint8_t* __restrict codes) {
     // The two packs interleave 128-bit lanes: dword d of the packed bytes holds
     // elements 16 * (d % 4) + 4 * (d / 4) .. +3; this permute puts them back in order.
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -178,10 +227,6 @@ struct VectorCodec {
     const __m512i rev_low = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15));
     const __m512i rev_high = _mm512_slli_epi16(rev_low, 4);  // bytes < 16: no carry across bytes
     const __m512i nibble = _mm512_set1_epi8(0x0f);
-    __m512i r[kChains];
-    for (int h = 0; h < kChains; ++h)
-      r[h] = _mm512_packus_epi32(grid_keys<kClamp>(x + 32 * h, inv), grid_keys<kClamp>(x + 32 * h + 16, inv));
-    search_reversed<kChains>(r);
     for (int h = 0; h < kChains / 2; ++h) {
       const __m512i rr = _mm512_packus_epi16(r[2 * h], r[2 * h + 1]);
       // reverse8(r) = reverse4(low nibble) << 4 | reverse4(high nibble)
@@ -209,26 +254,21 @@ struct VectorCodec {
     return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, q0, q1), _mm512_mask_blend_epi16(b6, q2, q3));
   }
 
-  // reverse8(lut[k]) for kChains x 32 unsigned 16-bit keys, in place: the
-  // binary search of (3) above, decisions bit-reversed.
-  template <int kChains>
-  void search_reversed(__m512i (&key)[kChains]) const {
-    __m512i r[kChains];
-    for (int h = 0; h < kChains; ++h) r[h] = _mm512_setzero_si512();
-    const auto step = [&](int h, __m512i candidate, int level) {
-      r[h] = _mm512_mask_add_epi16(r[h], _mm512_cmpge_epu16_mask(key[h], candidate), r[h],
-                                   _mm512_set1_epi16(static_cast<short>(1 << level)));
-    };
-    for (int h = 0; h < kChains; ++h) step(h, root_, 0);  // one node
-    for (int l = 1; l < 6; ++l)
-      for (int h = 0; h < kChains; ++h) step(h, _mm512_permutexvar_epi16(r[h], levels_[l]), l);  // r < 2^l <= 32
-    for (int h = 0; h < kChains; ++h) step(h, _mm512_permutex2var_epi16(level6_[0], r[h], level6_[1]), 6);  // r < 64
-    for (int h = 0; h < kChains; ++h) {  // r < 128: bit 6 picks the pair
-      const __m512i low = _mm512_permutex2var_epi16(level7_[0], r[h], level7_[1]);
-      const __m512i high = _mm512_permutex2var_epi16(level7_[2], r[h], level7_[3]);
-      step(h, _mm512_mask_blend_epi16(_mm512_test_epi16_mask(r[h], _mm512_set1_epi16(64)), low, high), 7);
+  // Level L of the binary search of (3) above for 32 keys, decisions
+  // bit-reversed: r holds the decisions of levels < L (r = 0 before level 0);
+  // returns them with level L's. After level 7, r = reverse8(lut[key]).
+  template <int L>
+  __m512i search_step(__m512i key, __m512i r) const {
+    __m512i candidate;
+    if constexpr (L == 0) candidate = root_;  // one node
+    else if constexpr (L < 6) candidate = _mm512_permutexvar_epi16(r, levels_[L]);  // r < 2^L <= 32
+    else if constexpr (L == 6) candidate = _mm512_permutex2var_epi16(level6_[0], r, level6_[1]);  // r < 64
+    else {  // r < 128: bit 6 picks the pair
+      const __m512i low = _mm512_permutex2var_epi16(level7_[0], r, level7_[1]);
+      const __m512i high = _mm512_permutex2var_epi16(level7_[2], r, level7_[3]);
+      candidate = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(r, _mm512_set1_epi16(64)), low, high);
     }
-    for (int h = 0; h < kChains; ++h) key[h] = r[h];
+    return _mm512_mask_add_epi16(r, _mm512_cmpge_epu16_mask(key, candidate), r, _mm512_set1_epi16(1 << L));
   }
 
   const QuantMap& map_;

@@ -141,14 +141,47 @@ inline void adam_update(const Adam8bitScalars& s, const T* __restrict g, T* __re
   }
 }
 
+#if defined(__AVX512BW__)
+// One full slice of both blocks as in adam_chunk, with the update of cur's
+// slice cut into eight 16-element groups issued between the eight levels of
+// prev's two searches (VectorCodec::requantize_two_rounds): the divider
+// (the update) and the shuffle port (the searches) then work side by side,
+// where a whole slice of each in turn left one idle. Needs both of prev's
+// absmax reciprocals normal (no clamp, (1') in code_search_avx512.h);
+// returns false without touching anything otherwise.
+template <typename T>
+inline bool interleave_update(const Codec& codec1, const Codec& codec2, const Adam8bitTensor& t,
+                              const Adam8bitScalars& s, const AdamBlock& prev, AdamBlock& cur, int64_t j) {
+  const int64_t prev_blk = prev.start / kStateBlock, cur_blk = cur.start / kStateBlock;
+  const float prev_a1 = t.absmax1[prev_blk], prev_a2 = t.absmax2[prev_blk];
+  if (prev_a1 == 0.0f || prev_a2 == 0.0f) return false;
+  const float inv1 = 1.0f / prev_a1, inv2 = 1.0f / prev_a2;
+  if (!std::isnormal(inv1) || !std::isnormal(inv2)) return false;
+  static_assert(kAdamSlice == 128, "requantize_two_rounds takes 128 elements");
+  const int64_t at = cur.start + j;
+  const float a1 = t.absmax1[cur_blk], a2 = t.absmax2[cur_blk];
+  codec1.dequantize(t.state1 + at, kAdamSlice, a1, cur.m + j);
+  codec2.dequantize(t.state2 + at, kAdamSlice, a2, cur.v + j);
+  T* p = static_cast<T*>(t.param) + at;
+  const T* g = static_cast<const T*>(t.grad) + at;
+  VectorCodec::requantize_two_rounds(codec1, prev.m + j, inv1, t.state1 + prev.start + j, codec2, prev.v + j, inv2,
+                                     t.state2 + prev.start + j, [&]<int L>(std::integral_constant<int, L>) {
+                                       constexpr int64_t o = 16 * L;
+                                       adam_update(s, g + o, p + o, cur.m + j + o, cur.v + j + o, 16);
+                                     });
+  return true;
+}
+#endif
+
 // Two blocks in flight: each slice of block b - 1 (whose new absmax is known)
 // is requantized, then the same slice of block b is dequantized and updated,
 // in one loop. The update waits on the divider (two divisions and a square
-// root per element), the codecs on the shuffle port; within one instruction
-// window they overlap in part, where whole-block phases ran one after the
-// other (docs/benchmarks.md, stop 28; issuing the search before the update
-// measured faster than after it). Same operations on the same values as
-// block by block.
+// root per element), the codecs on the shuffle port. With AVX-512 a full
+// slice goes to interleave_update, which issues the two in alternation
+// (docs/benchmarks.md, stop 33: 1.5-1.6 -> 1.07 ns per element in L2);
+// otherwise the slice's phases follow each other and overlap only within one
+// instruction window (stop 28). Same operations on the same values as block
+// by block.
 template <typename T>
 void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
   T* __restrict p = static_cast<T*>(t.param);
@@ -185,6 +218,9 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
     cur->len = len;
     const float a1 = t.absmax1[blk], a2 = t.absmax2[blk];
     for (int64_t j = 0; j < std::max(len, prev->len); j += kAdamSlice) {
+#if defined(__AVX512BW__)
+      if (j + kAdamSlice <= std::min(len, prev->len) && interleave_update<T>(codec1, codec2, t, s, *prev, *cur, j)) continue;
+#endif
       if (j < prev->len) requantize_prev(j);
       if (j < len) {
         // Dequantize first, then update in a loop of float arithmetic only (it vectorizes).
