@@ -57,9 +57,15 @@
 // The vector search keeps its decisions bit-reversed, r = sum of bit l for
 // each level l where it stepped up (c = reverse8(r)), so the node index of
 // level l is r itself, below 2^l: the candidates come from the level's table
-// (QuantMap::search_tree, stored in that order) by one VPERMW for up to 32
-// nodes (which reads only the index's low 5 bits), one VPERMT2W for 64, two
-// and a blend on bit 6 for 128; one byte shuffle per nibble reverses r at the end.
+// (QuantMap::search_tree, stored in that order): level 1's two nodes by a
+// blend on level 0's decision mask, up to 32 nodes by one VPERMW (which reads
+// only the index's low 5 bits), 64 by one VPERMT2W, 128 by two and a blend on
+// bit 6 (with VBMI: two chains' r packed to bytes pick from the level's low-
+// and high-byte planes by one VPERMT2B each); one byte shuffle per nibble
+// reverses r at the end. On the shuffle port, which bounds the codec (VPERMW
+// and VPCMPUW 1 cycle, VPERMT2W and VPERMT2B 2 cycles on this CPU,
+// docs/benchmarks.md stop 33), a search of 32 keys with its pack and store
+// costs about 20 cycles with VBMI, 22 without.
 // Keys and candidates compare as unsigned 16-bit integers (VPCMPUW).
 //
 // Included by optim8bit_kernel_impl.h into its anonymous namespace (after
@@ -84,10 +90,18 @@ struct VectorCodec {
     // Level l starts at 2^l - 1; a 32-entry load past a short level reads
     // entries the permute never selects (indices < 2^l).
     root_ = _mm512_set1_epi16(static_cast<short>(tree[0]));
-    for (int l = 1; l < 6; ++l) levels_[l] = _mm512_loadu_si512(tree + (1 << l) - 1);
+    for (int l = 2; l < 6; ++l) levels_[l] = _mm512_loadu_si512(tree + (1 << l) - 1);
     for (int r = 0; r < 2; ++r) level6_[r] = _mm512_loadu_si512(tree + 63 + 32 * r);
     for (int r = 0; r < 4; ++r) level7_[r] = _mm512_loadu_si512(tree + 127 + 32 * r);  // [127, 255)
+    for (int r = 0; r < 2; ++r) level1_[r] = _mm512_set1_epi16(static_cast<short>(tree[1 + r]));
 #if defined(__AVX512VBMI__)
+    alignas(64) uint8_t level7_bytes[2][128];
+    for (int i = 0; i < 128; ++i) {
+      level7_bytes[0][i] = static_cast<uint8_t>(tree[127 + i]);
+      level7_bytes[1][i] = static_cast<uint8_t>(tree[127 + i] >> 8);
+    }
+    for (int b = 0; b < 2; ++b)
+      for (int r = 0; r < 2; ++r) level7_bytes_[b][r] = _mm512_load_si512(level7_bytes[b] + 64 * r);
     alignas(64) uint8_t planes[4][256];
     for (int i = 0; i < 256; ++i) {
       uint32_t u;
@@ -172,18 +186,16 @@ struct VectorCodec {
   void requantize_round(const float* __restrict x, __m512 inv, uint8_t* __restrict codes) const {
     __m512i key[kChains], r[kChains];
     keys_of<kChains, kClamp>(x, inv, key);
-    for (int h = 0; h < kChains; ++h) r[h] = _mm512_setzero_si512();
-    search_levels(std::make_integer_sequence<int, 8>{}, [&]<int L>() {
-      for (int h = 0; h < kChains; ++h) r[h] = search_step<L>(key[h], r[h]);
-    });
+    search_steps(std::make_integer_sequence<int, kSearchSteps>{}, [&]<int S>() { search_step<S>(key, r); });
     store_codes<kChains>(r, codes);
   }
 
  public:
   // Codes of 128 elements of each of two states (a's map for xa, b's for xb),
   // inv = 1 / absmax of each a normal float: their eight searches advance
-  // level by level together, and between(std::integral_constant<int, l>)
-  // runs after level l = 0..7. The optimizer step passes its update there:
+  // step by step together, and between(std::integral_constant<int, s>) runs
+  // once before the first step (s = 0) and after each of the seven
+  // (s = 1..7). The optimizer step passes its update there:
   // the update waits on the divider, the searches on the shuffle port, and
   // issued in this order both stay busy (docs/benchmarks.md, stop 33). Same
   // codes as requantize of each state.
@@ -194,20 +206,23 @@ struct VectorCodec {
     __m512i key_a[4], key_b[4], r_a[4], r_b[4];
     keys_of<4, false>(xa, _mm512_set1_ps(inva), key_a);
     keys_of<4, false>(xb, _mm512_set1_ps(invb), key_b);
-    for (int h = 0; h < 4; ++h) r_a[h] = r_b[h] = _mm512_setzero_si512();
-    search_levels(std::make_integer_sequence<int, 8>{}, [&]<int L>() {
-      for (int h = 0; h < 4; ++h) r_a[h] = a.search_step<L>(key_a[h], r_a[h]);
-      for (int h = 0; h < 4; ++h) r_b[h] = b.search_step<L>(key_b[h], r_b[h]);
-      between(std::integral_constant<int, L>{});
+    between(std::integral_constant<int, 0>{});
+    search_steps(std::make_integer_sequence<int, kSearchSteps>{}, [&]<int S>() {
+      a.search_step<S>(key_a, r_a);
+      b.search_step<S>(key_b, r_b);
+      between(std::integral_constant<int, S + 1>{});
     });
     store_codes<4>(r_a, codes_a);
     store_codes<4>(r_b, codes_b);
   }
 
  private:
-  template <int... L, typename Level>
-  static void search_levels(std::integer_sequence<int, L...>, Level&& level) {
-    (level.template operator()<L>(), ...);
+  // The search's steps: levels 0 and 1, then one level each.
+  static constexpr int kSearchSteps = 7;
+
+  template <int... S, typename Step>
+  static void search_steps(std::integer_sequence<int, S...>, Step&& step) {
+    (step.template operator()<S>(), ...);
   }
 
   // Unsigned 16-bit grid keys of kChains x 32 elements, two packed registers of 16 each.
@@ -254,14 +269,37 @@ struct VectorCodec {
     return _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, q0, q1), _mm512_mask_blend_epi16(b6, q2, q3));
   }
 
-  // Level L of the binary search of (3) above for 32 keys, decisions
-  // bit-reversed: r holds the decisions of levels < L (r = 0 before level 0);
-  // returns them with level L's. After level 7, r = reverse8(lut[key]).
+  // Step S of the binary search of (3) above for kChains x 32 keys, decisions
+  // bit-reversed in r: step 0 is levels 0 and 1 (and sets r), step S >= 1 is
+  // level S + 1. After step 6, r = reverse8(lut[key]).
+  template <int S, int kChains>
+  void search_step(const __m512i (&key)[kChains], __m512i (&r)[kChains]) const {
+    if constexpr (S == 0) {
+      for (int h = 0; h < kChains; ++h) r[h] = first_two_levels(key[h]);
+#if defined(__AVX512VBMI__)
+    } else if constexpr (S == 6) {
+      static_assert(kChains % 2 == 0, "level 7 takes chains in pairs");
+      for (int h = 0; h < kChains; h += 2) last_level_pair(key[h], key[h + 1], r[h], r[h + 1]);
+#endif
+    } else {
+      for (int h = 0; h < kChains; ++h) r[h] = level_step<S + 1>(key[h], r[h]);
+    }
+  }
+
+  // Levels 0 and 1 for 32 keys: the root, then one of level 1's two nodes,
+  // picked by a blend on the root's decision mask (no permute).
+  __m512i first_two_levels(__m512i key) const {
+    const __mmask32 right = _mm512_cmpge_epu16_mask(key, root_);
+    const __m512i r = _mm512_maskz_mov_epi16(right, _mm512_set1_epi16(1));
+    const __m512i candidate = _mm512_mask_blend_epi16(right, level1_[0], level1_[1]);
+    return _mm512_mask_add_epi16(r, _mm512_cmpge_epu16_mask(key, candidate), r, _mm512_set1_epi16(2));
+  }
+
+  // Level L >= 2 for 32 keys, r holding the decisions of levels < L.
   template <int L>
-  __m512i search_step(__m512i key, __m512i r) const {
+  __m512i level_step(__m512i key, __m512i r) const {
     __m512i candidate;
-    if constexpr (L == 0) candidate = root_;  // one node
-    else if constexpr (L < 6) candidate = _mm512_permutexvar_epi16(r, levels_[L]);  // r < 2^L <= 32
+    if constexpr (L < 6) candidate = _mm512_permutexvar_epi16(r, levels_[L]);  // r < 2^L <= 32
     else if constexpr (L == 6) candidate = _mm512_permutex2var_epi16(level6_[0], r, level6_[1]);  // r < 64
     else {  // r < 128: bit 6 picks the pair
       const __m512i low = _mm512_permutex2var_epi16(level7_[0], r, level7_[1]);
@@ -271,10 +309,29 @@ struct VectorCodec {
     return _mm512_mask_add_epi16(r, _mm512_cmpge_epu16_mask(key, candidate), r, _mm512_set1_epi16(1 << L));
   }
 
+#if defined(__AVX512VBMI__)
+  // Level 7 for two chains at once: their r (< 128) packed to bytes index the
+  // level's candidates as two byte planes (VPERMT2B picks among 128), and
+  // the unpacks rebuild each chain's 16-bit candidates in its own lane order
+  // (the pack and the unpacks both work within 128-bit lanes: the pack puts
+  // r0's 8 words of a lane before r1's, unpacklo/unpackhi take them back).
+  // Two byte permutes for 64 keys, where level_step<7> takes four word
+  // permutes, a test and a blend.
+  void last_level_pair(__m512i key0, __m512i key1, __m512i& r0, __m512i& r1) const {
+    const __m512i idx = _mm512_packus_epi16(r0, r1);
+    const __m512i low = _mm512_permutex2var_epi8(level7_bytes_[0][0], idx, level7_bytes_[0][1]);
+    const __m512i high = _mm512_permutex2var_epi8(level7_bytes_[1][0], idx, level7_bytes_[1][1]);
+    const __m512i bit = _mm512_set1_epi16(128);
+    r0 = _mm512_mask_add_epi16(r0, _mm512_cmpge_epu16_mask(key0, _mm512_unpacklo_epi8(low, high)), r0, bit);
+    r1 = _mm512_mask_add_epi16(r1, _mm512_cmpge_epu16_mask(key1, _mm512_unpackhi_epi8(low, high)), r1, bit);
+  }
+#endif
+
   const QuantMap& map_;
   __m512i high_[8], low_[8];  // the values' upper and lower 16 bits
-  __m512i root_, levels_[6], level6_[2], level7_[4];  // levels_[0] unused: root_
+  __m512i root_, level1_[2], levels_[6], level6_[2], level7_[4];  // levels_[0], [1] unused
 #if defined(__AVX512VBMI__)
   __m512i planes_[4][4];  // planes_[b][r]: byte b of the values of codes 64r .. 64r + 63
+  __m512i level7_bytes_[2][2];  // [0]: low bytes, [1]: high bytes of level 7's 128 candidates
 #endif
 };
