@@ -1,11 +1,13 @@
-// optimizer_kernel_bench: the AdamW and 8-bit AdamW chunk kernels alone, on
-// one thread, for each ISA variant the CPU runs: the fastest of many calls
-// over one fp32 tensor (no scheduler, no threads, no plugin), so the noise of
-// a shared machine mostly drops out. 65536 elements (one scheduler chunk)
-// stay in L2; 16M do not. Prints one JSON line per size and variant:
-// {"numel", "isa", "adamw_ns_per_element", "adamw_8bit_ns_per_element", "ratio"}.
+// optimizer_kernel_bench: the AdamW and 8-bit AdamW chunk kernels alone, for
+// each ISA variant the CPU runs: the fastest of many steps over one fp32
+// tensor (no plugin, no scheduler), so the noise of a shared machine mostly
+// drops out. 65536 elements (one scheduler chunk) stay in L2; 16M do not. With
+// --threads N each of N threads steps one contiguous part in 65536-element
+// chunks, as sdk::run_multi_tensor splits a step. Prints one JSON line per
+// size and variant: {"numel", "threads", "isa", "adamw_ns_per_element",
+// "adamw_8bit_ns_per_element", "ratio"} (ns per element of wall time).
 //
-//   optimizer_kernel_bench [--numel N] [--reps R]
+//   optimizer_kernel_bench [--numel N] [--reps R] [--threads N]
 //
 // The 8-bit state starts as the blockwise quantization of three steps'
 // moments, so its blocks' absmax values are those of a run.
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +31,19 @@ namespace aw = ftcore::plugins::adamw;
 
 namespace {
 
+// Elements [0, n) in 65536-element chunks, split into `threads` contiguous parts.
+template <typename F>
+void in_parts(int64_t n, int threads, F&& chunk) {
+  constexpr int64_t kChunk = int64_t{1} << 16;
+  const int64_t per = (n / kChunk + threads - 1) / threads * kChunk;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i)
+    pool.emplace_back([&, i] {
+      for (int64_t b = per * i; b < std::min(n, per * (i + 1)); b += kChunk) chunk(b, std::min(n, b + kChunk));
+    });
+  for (std::thread& t : pool) t.join();
+}
+
 template <typename F>
 double fastest_ns(F&& call, int reps) {
   double best = 1e300;
@@ -39,7 +55,7 @@ double fastest_ns(F&& call, int reps) {
   return best;
 }
 
-void measure(int64_t n, int reps, const std::string& isa, const aw::ChunkKernels& adamw, const b8::Optim8bitKernels& eight) {
+void measure(int64_t n, int reps, int threads, const std::string& isa, const aw::ChunkKernels& adamw, const b8::Optim8bitKernels& eight) {
   std::mt19937 rng(1);
   std::normal_distribution<float> normal;
   std::vector<float> p(n), g(n), m(n, 0.0f), v(n, 0.0f);
@@ -57,10 +73,11 @@ void measure(int64_t n, int reps, const std::string& isa, const aw::ChunkKernels
   e.scalars = b8::adam8bit_scalars(1e-4, 0.9, 0.999, 1e-8, 0.0, 4, 1.0f);
   double t32 = 1e300, t8 = 1e300;
   for (int round = 0; round < 5; ++round) {  // alternated, so drift hits both
-    t32 = std::min(t32, fastest_ns([&] { adamw.f32(a, 0, n); }, reps));
-    t8 = std::min(t8, fastest_ns([&] { eight.adam.f32(e, 0, n); }, reps));
+    t32 = std::min(t32, fastest_ns([&] { in_parts(n, threads, [&](int64_t b, int64_t x) { adamw.f32(a, b, x); }); }, reps));
+    t8 = std::min(t8, fastest_ns([&] { in_parts(n, threads, [&](int64_t b, int64_t x) { eight.adam.f32(e, b, x); }); }, reps));
   }
   std::printf("%s\n", nlohmann::json{{"numel", n},
+                                     {"threads", threads},
                                      {"isa", isa},
                                      {"adamw_ns_per_element", t32 / n},
                                      {"adamw_8bit_ns_per_element", t8 / n},
@@ -73,11 +90,12 @@ void measure(int64_t n, int reps, const std::string& isa, const aw::ChunkKernels
 
 int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {int64_t{1} << 16, int64_t{1} << 24};
-  int reps = 0;
+  int reps = 0, threads = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--numel") sizes = {std::stoll(argv[i + 1])};
     else if (k == "--reps") reps = std::stoi(argv[i + 1]);
+    else if (k == "--threads") threads = std::max(1, std::stoi(argv[i + 1]));
     else {
       std::fprintf(stderr, "optimizer_kernel_bench: unknown argument %s\n", k.c_str());
       return 2;
@@ -87,10 +105,10 @@ int main(int argc, char** argv) {
   for (int64_t n : sizes) {
     const int r = reps > 0 ? reps : (n <= (int64_t{1} << 18) ? 100 : 4);
     if (best >= ftcore::sdk::CpuIsa::Avx512) {
-      measure(n, r, "avx512", aw::avx512_kernels(), b8::avx512_kernels());
-      if (ftcore::sdk::cpu_has_avx512_vbmi()) measure(n, r, "avx512vbmi", aw::avx512_kernels(), b8::avx512vbmi_kernels());
+      measure(n, r, threads, "avx512", aw::avx512_kernels(), b8::avx512_kernels());
+      if (ftcore::sdk::cpu_has_avx512_vbmi()) measure(n, r, threads, "avx512vbmi", aw::avx512_kernels(), b8::avx512vbmi_kernels());
     }
-    if (best >= ftcore::sdk::CpuIsa::Avx2) measure(n, r, "avx2", aw::avx2_kernels(), b8::avx2_kernels());
+    if (best >= ftcore::sdk::CpuIsa::Avx2) measure(n, r, threads, "avx2", aw::avx2_kernels(), b8::avx2_kernels());
   }
   return 0;
 }
