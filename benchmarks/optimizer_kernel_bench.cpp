@@ -3,7 +3,8 @@
 // tensor (no plugin, no scheduler), so the noise of a shared machine mostly
 // drops out. 65536 elements (one scheduler chunk) stay in L2; 16M do not. With
 // --threads N each of N threads steps one contiguous part in 65536-element
-// chunks, as sdk::run_multi_tensor splits a step. Prints one JSON line per
+// chunks, as sdk::run_multi_tensor splits a step (threads started per step,
+// where the scheduler's stay: about 10 us more per step). Prints one JSON line per
 // size and variant: {"numel", "threads", "isa", "adamw_ns_per_element",
 // "adamw_8bit_ns_per_element", "ratio"} (ns per element of wall time).
 //
@@ -31,11 +32,16 @@ namespace aw = ftcore::plugins::adamw;
 
 namespace {
 
-// Elements [0, n) in 65536-element chunks, split into `threads` contiguous parts.
+// Elements [0, n) in 65536-element chunks, split into `threads` contiguous
+// parts; one thread runs them on the caller's thread (no thread start timed).
 template <typename F>
 void in_parts(int64_t n, int threads, F&& chunk) {
   constexpr int64_t kChunk = int64_t{1} << 16;
-  const int64_t per = (n / kChunk + threads - 1) / threads * kChunk;
+  if (threads == 1) {
+    for (int64_t b = 0; b < n; b += kChunk) chunk(b, std::min(n, b + kChunk));
+    return;
+  }
+  const int64_t chunks = (n + kChunk - 1) / kChunk, per = (chunks + threads - 1) / threads * kChunk;
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i)
     pool.emplace_back([&, i] {
@@ -91,8 +97,12 @@ void measure(int64_t n, int reps, int threads, const std::string& isa, const aw:
 int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {int64_t{1} << 16, int64_t{1} << 24};
   int reps = 0, threads = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "optimizer_kernel_bench: %s needs a value\n", k.c_str());
+      return 2;
+    }
     if (k == "--numel") sizes = {std::stoll(argv[i + 1])};
     else if (k == "--reps") reps = std::stoi(argv[i + 1]);
     else if (k == "--threads") threads = std::max(1, std::stoi(argv[i + 1]));

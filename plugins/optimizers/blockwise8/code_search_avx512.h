@@ -179,9 +179,9 @@ struct VectorCodec {
     for (; j < len; ++j) codes[j] = quantize_element(map_.lut.data(), x[j], inv);
   }
 
-  // Codes of kChains x 32 elements. Independent searches advance level by
-  // level, so their long permute -> compare -> add chains overlap: four fill
-  // the pipeline alone; two serve 64-element slices.
+  // Codes of kChains x 32 elements. Independent searches advance step by
+  // step, so their long permute -> compare -> add chains overlap: four fill
+  // the pipeline alone; two serve a block's 64-element remainder.
   template <int kChains, bool kClamp>
   void requantize_round(const float* __restrict x, __m512 inv, uint8_t* __restrict codes) const {
     __m512i key[kChains], r[kChains];
@@ -191,8 +191,12 @@ struct VectorCodec {
   }
 
  public:
+  // The elements requantize_two_rounds takes per state, and its calls of between.
+  static constexpr int64_t kTwoRoundsElements = 128;
+  static constexpr int kBetweenCalls = 8;  // before the first search step and after each
+
   // Codes of 128 elements of each of two states (a's map for xa, b's for xb),
-  // inv = 1 / absmax of each a normal float: their eight searches advance
+  // each inv = 1 / absmax a normal float: their eight searches advance
   // step by step together, and between(std::integral_constant<int, s>) runs
   // once before the first step (s = 0) and after each of the seven
   // (s = 1..7). The optimizer step passes its update there:
@@ -219,6 +223,7 @@ struct VectorCodec {
  private:
   // The search's steps: levels 0 and 1, then one level each.
   static constexpr int kSearchSteps = 7;
+  static_assert(kBetweenCalls == kSearchSteps + 1);
 
   template <int... S, typename Step>
   static void search_steps(std::integer_sequence<int, S...>, Step&& step) {

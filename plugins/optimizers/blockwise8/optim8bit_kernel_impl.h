@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #if defined(__AVX512BW__)
 #include <immintrin.h>
@@ -141,33 +143,39 @@ inline void adam_update(const Adam8bitScalars& s, const T* __restrict g, T* __re
   }
 }
 
+// Dequantizes n elements of block `cur` from slice offset j (the block's old absmax).
+inline void dequantize_slice(const Codec& codec1, const Codec& codec2, const Adam8bitTensor& t, AdamBlock& cur,
+                             int64_t j, int64_t n) {
+  const int64_t at = cur.start + j, blk = cur.start / kStateBlock;
+  codec1.dequantize(t.state1 + at, n, t.absmax1[blk], cur.m + j);
+  codec2.dequantize(t.state2 + at, n, t.absmax2[blk], cur.v + j);
+}
+
 #if defined(__AVX512BW__)
 // One full slice of both blocks as in adam_chunk, with the update of cur's
-// slice cut into eight 16-element groups issued between the eight levels of
-// prev's two searches (VectorCodec::requantize_two_rounds): the divider
-// (the update) and the shuffle port (the searches) then work side by side,
-// where a whole slice of each in turn left one idle. Needs both of prev's
-// absmax reciprocals normal (no clamp, (1') in code_search_avx512.h);
-// returns false without touching anything otherwise.
+// slice cut into 16-element groups, one issued before the first step of
+// prev's two searches and one after each step
+// (VectorCodec::requantize_two_rounds): the divider (the update) and the
+// shuffle port (the searches) then work side by side, where a whole slice of
+// each in turn left one idle. Needs both of prev's absmax reciprocals normal
+// (no clamp, (1') in code_search_avx512.h; an absmax of 0 gives an infinite
+// one); returns false without touching anything otherwise.
 template <typename T>
 inline bool interleave_update(const Codec& codec1, const Codec& codec2, const Adam8bitTensor& t,
                               const Adam8bitScalars& s, const AdamBlock& prev, AdamBlock& cur, int64_t j) {
-  const int64_t prev_blk = prev.start / kStateBlock, cur_blk = cur.start / kStateBlock;
-  const float prev_a1 = t.absmax1[prev_blk], prev_a2 = t.absmax2[prev_blk];
-  if (prev_a1 == 0.0f || prev_a2 == 0.0f) return false;
-  const float inv1 = 1.0f / prev_a1, inv2 = 1.0f / prev_a2;
+  const int64_t prev_blk = prev.start / kStateBlock;
+  const float inv1 = 1.0f / t.absmax1[prev_blk], inv2 = 1.0f / t.absmax2[prev_blk];
   if (!std::isnormal(inv1) || !std::isnormal(inv2)) return false;
-  static_assert(kAdamSlice == 128, "requantize_two_rounds takes 128 elements");
-  const int64_t at = cur.start + j;
-  const float a1 = t.absmax1[cur_blk], a2 = t.absmax2[cur_blk];
-  codec1.dequantize(t.state1 + at, kAdamSlice, a1, cur.m + j);
-  codec2.dequantize(t.state2 + at, kAdamSlice, a2, cur.v + j);
-  T* p = static_cast<T*>(t.param) + at;
-  const T* g = static_cast<const T*>(t.grad) + at;
+  constexpr int64_t kGroup = kAdamSlice / VectorCodec::kBetweenCalls;
+  static_assert(kAdamSlice == VectorCodec::kTwoRoundsElements && kGroup * VectorCodec::kBetweenCalls == kAdamSlice,
+                "requantize_two_rounds' slice and calls must cover the update's slice");
+  dequantize_slice(codec1, codec2, t, cur, j, kAdamSlice);
+  T* p = static_cast<T*>(t.param) + cur.start + j;
+  const T* g = static_cast<const T*>(t.grad) + cur.start + j;
   VectorCodec::requantize_two_rounds(codec1, prev.m + j, inv1, t.state1 + prev.start + j, codec2, prev.v + j, inv2,
-                                     t.state2 + prev.start + j, [&]<int L>(std::integral_constant<int, L>) {
-                                       constexpr int64_t o = 16 * L;
-                                       adam_update(s, g + o, p + o, cur.m + j + o, cur.v + j + o, 16);
+                                     t.state2 + prev.start + j, [&]<int G>(std::integral_constant<int, G>) {
+                                       constexpr int64_t o = kGroup * G;
+                                       adam_update(s, g + o, p + o, cur.m + j + o, cur.v + j + o, kGroup);
                                      });
   return true;
 }
@@ -178,7 +186,7 @@ inline bool interleave_update(const Codec& codec1, const Codec& codec2, const Ad
 // in one loop. The update waits on the divider (two divisions and a square
 // root per element), the codecs on the shuffle port. With AVX-512 a full
 // slice goes to interleave_update, which issues the two in alternation
-// (docs/benchmarks.md, stop 33: 1.5-1.6 -> 1.07 ns per element in L2);
+// (docs/benchmarks.md, stop 33);
 // otherwise the slice's phases follow each other and overlap only within one
 // instruction window (stop 28). Same operations on the same values as block
 // by block.
@@ -216,7 +224,6 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
     prefetch_block(p + b0 + 2 * kStateBlock, g + b0 + 2 * kStateBlock, b0 + 2 * kStateBlock < end);
     cur->start = b0;
     cur->len = len;
-    const float a1 = t.absmax1[blk], a2 = t.absmax2[blk];
     for (int64_t j = 0; j < std::max(len, prev->len); j += kAdamSlice) {
 #if defined(__AVX512BW__)
       if (j + kAdamSlice <= std::min(len, prev->len) && interleave_update<T>(codec1, codec2, t, s, *prev, *cur, j)) continue;
@@ -225,8 +232,7 @@ void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
       if (j < len) {
         // Dequantize first, then update in a loop of float arithmetic only (it vectorizes).
         const int64_t n = std::min(kAdamSlice, len - j);
-        codec1.dequantize(t.state1 + b0 + j, n, a1, cur->m + j);
-        codec2.dequantize(t.state2 + b0 + j, n, a2, cur->v + j);
+        dequantize_slice(codec1, codec2, t, *cur, j, n);
         adam_update(s, g + b0 + j, p + b0 + j, cur->m + j, cur->v + j, n);
       }
     }
