@@ -95,21 +95,8 @@ struct VectorCodec {
     for (int r = 0; r < 4; ++r) level7_[r] = _mm512_loadu_si512(tree + 127 + 32 * r);  // [127, 255)
     for (int r = 0; r < 2; ++r) level1_[r] = _mm512_set1_epi16(static_cast<short>(tree[1 + r]));
 #if defined(__AVX512VBMI__)
-    alignas(64) uint8_t level7_bytes[2][128];
-    for (int i = 0; i < 128; ++i) {
-      level7_bytes[0][i] = static_cast<uint8_t>(tree[127 + i]);
-      level7_bytes[1][i] = static_cast<uint8_t>(tree[127 + i] >> 8);
-    }
-    for (int b = 0; b < 2; ++b)
-      for (int r = 0; r < 2; ++r) level7_bytes_[b][r] = _mm512_load_si512(level7_bytes[b] + 64 * r);
-    alignas(64) uint8_t planes[4][256];
-    for (int i = 0; i < 256; ++i) {
-      uint32_t u;
-      std::memcpy(&u, &map.code[i], 4);
-      for (int b = 0; b < 4; ++b) planes[b][i] = static_cast<uint8_t>(u >> (8 * b));
-    }
-    for (int b = 0; b < 4; ++b)
-      for (int r = 0; r < 4; ++r) planes_[b][r] = _mm512_load_si512(planes[b] + 64 * r);
+    load_byte_planes(tree + 127, level7_bytes_);
+    load_byte_planes(map.code.data(), planes_);
 #endif
   }
 
@@ -315,6 +302,23 @@ struct VectorCodec {
   }
 
 #if defined(__AVX512VBMI__)
+  // Byte b of values[0, 64 * kRegs) as planes: out[b][r] holds that byte of
+  // values 64r .. 64r + 63, for the byte permutes (VPERMT2B).
+  template <typename T, int kBytes, int kRegs>
+  static void load_byte_planes(const T* values, __m512i (&out)[kBytes][kRegs]) {
+    static_assert(sizeof(T) == kBytes && (kBytes == 2 || kBytes == 4));
+    using Bits = std::conditional_t<kBytes == 2, uint16_t, uint32_t>;
+    alignas(64) uint8_t plane[64 * kRegs];
+    for (int b = 0; b < kBytes; ++b) {
+      for (int i = 0; i < 64 * kRegs; ++i) {
+        Bits u;
+        std::memcpy(&u, values + i, sizeof u);
+        plane[i] = static_cast<uint8_t>(u >> (8 * b));
+      }
+      for (int r = 0; r < kRegs; ++r) out[b][r] = _mm512_load_si512(plane + 64 * r);
+    }
+  }
+
   // Level 7 for two chains at once: their r (< 128) packed to bytes index the
   // level's candidates as two byte planes (VPERMT2B picks among 128), and
   // the unpacks rebuild each chain's 16-bit candidates in its own lane order

@@ -186,10 +186,9 @@ inline bool interleave_update(const Codec& codec1, const Codec& codec2, const Ad
 // in one loop. The update waits on the divider (two divisions and a square
 // root per element), the codecs on the shuffle port. With AVX-512 a full
 // slice goes to interleave_update, which issues the two in alternation
-// (docs/benchmarks.md, stop 33);
-// otherwise the slice's phases follow each other and overlap only within one
-// instruction window (stop 28). Same operations on the same values as block
-// by block.
+// (docs/benchmarks.md, stop 33); otherwise the slice's phases follow each
+// other and overlap only within one instruction window (stop 28). Same
+// operations on the same values as block by block.
 template <typename T>
 void adam_chunk(const Adam8bitTensor& t, int64_t begin, int64_t end) {
   T* __restrict p = static_cast<T*>(t.param);
