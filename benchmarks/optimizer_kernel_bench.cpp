@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,13 +105,23 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "optimizer_kernel_bench: %s needs a value\n", k.c_str());
       return 2;
     }
-    if (k == "--numel") sizes = {std::stoll(argv[i + 1])};
-    else if (k == "--reps") reps = std::stoi(argv[i + 1]);
-    else if (k == "--threads") threads = std::max(1, std::stoi(argv[i + 1]));
-    else {
+    if (k != "--numel" && k != "--reps" && k != "--threads") {
       std::fprintf(stderr, "optimizer_kernel_bench: unknown argument %s\n", k.c_str());
       return 2;
     }
+    // A value that is not a positive integer is a usage error (exit 2), not an uncaught exception.
+    int64_t value = 0;
+    try {
+      size_t used = 0;
+      value = std::stoll(argv[i + 1], &used);
+      if (used != std::strlen(argv[i + 1]) || value < 1) throw std::invalid_argument("not positive");
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "optimizer_kernel_bench: %s needs a positive integer, got '%s'\n", k.c_str(), argv[i + 1]);
+      return 2;
+    }
+    if (k == "--numel") sizes = {value};
+    else if (k == "--reps") reps = static_cast<int>(std::min<int64_t>(value, 1 << 30));
+    else threads = static_cast<int>(std::min<int64_t>(value, 1024));
   }
   const ftcore::sdk::CpuIsa best = ftcore::sdk::detect_cpu_isa();
   for (int64_t n : sizes) {
